@@ -1,0 +1,46 @@
+"""The ``contextstore`` command line: thin — it parses, calls the library, prints.
+
+Each command group lives in its own module and is registered here. Any ``ContextStoreError``
+(and a few expected OS errors) becomes one red line on stderr and a non-zero exit status,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from contextstore.cli import adaptive, cache, db, demo, fleet, lessons, metrics
+from contextstore.cli.common import console_err
+from contextstore.errors import ContextStoreError
+
+app = typer.Typer(
+    name="contextstore",
+    help="One shared, durable context layer for fleets of LLM agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("demo")(demo.demo)
+app.command("run")(demo.run)
+app.command("match")(demo.match_command)
+app.command("fleet")(fleet.fleet)
+app.add_typer(lessons.app, name="lessons")
+app.add_typer(metrics.app, name="metrics")
+app.add_typer(db.app, name="db")
+app.add_typer(cache.app, name="cache")
+app.add_typer(adaptive.app, name="adaptive")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except ContextStoreError as exc:
+        console_err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        sys.exit(1)
+    except (OSError, KeyboardInterrupt) as exc:
+        message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
+        console_err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+        sys.exit(1)

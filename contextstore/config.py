@@ -1,0 +1,118 @@
+"""Configuration: every default in one place, each with its unit, plus ``from_env()``.
+
+The per-query context budget (``AnalyzerConfig.budget_*``, ``override_budget``) is measured
+in characters of composed context, the same unit the guard and the adaptive windows use, so
+the adaptive suggestion compares like with like. The session-level ``ContextBudget`` is the
+token-based tool; it is separate and counts with a ``TokenCounter``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from contextstore.errors import ConfigurationError
+
+DEFAULT_DATABASE_URL = "sqlite:///contextstore.db"
+DEFAULT_NAMESPACE = "default"
+
+ENV_DATABASE_URL = "CONTEXTSTORE_DATABASE_URL"
+ENV_REDIS_URL = "CONTEXTSTORE_REDIS_URL"
+ENV_NAMESPACE = "CONTEXTSTORE_NAMESPACE"
+
+TEMPLATES = ("english", "arabic", "minimal", "structured")
+
+
+@dataclass
+class GuardConfig:
+    """Sanity checks on a composed context. Lengths are characters."""
+
+    enabled: bool = True
+    check_empty: bool = True
+    min_context_length: int = 10
+    max_context_length: int = 8000
+    check_source_coverage: bool = True
+    check_relevance: bool = False
+    relevance_threshold: float = 0.10
+
+
+@dataclass
+class CacheConfig:
+    """Context cache sizing: ``max_size`` entries, ``ttl_seconds`` seconds of life each."""
+
+    enabled: bool = True
+    max_size: int = 256
+    ttl_seconds: float = 300
+
+
+@dataclass
+class AnalyzerConfig:
+    """Per-query context budgets, in characters, by complexity."""
+
+    budget_low: int = 800
+    budget_medium: int = 2000
+    budget_high: int = 4000
+
+
+@dataclass
+class RetrievalConfig:
+    """How many chunks the retriever returns (``top_k``) and the chunk length window (chars)."""
+
+    top_k: int = 8
+    min_chunk_length: int = 20
+    max_chunk_length: int = 4000
+
+
+@dataclass
+class LessonConfig:
+    """Lesson selection bounds: at most ``k`` lessons, ``byte_budget`` UTF-8 bytes of forms.
+
+    ``0`` means the matcher's defaults (10 lessons, 4096 bytes).
+    """
+
+    k: int = 0
+    byte_budget: int = 0
+
+
+@dataclass
+class ContextEngineConfig:
+    """The one configuration object. ``from_env()`` fills the connection settings."""
+
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    analyzer: AnalyzerConfig = field(default_factory=AnalyzerConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    lessons: LessonConfig = field(default_factory=LessonConfig)
+    enable_adaptive: bool = True
+    template: str = "english"
+    # Durable metrics keep an MD5 hash of the query; the raw text only when asked for.
+    store_raw_query: bool = False
+    database_url: str = DEFAULT_DATABASE_URL
+    redis_url: str | None = None
+    namespace: str = DEFAULT_NAMESPACE
+
+    def __post_init__(self) -> None:
+        if self.template not in TEMPLATES:
+            raise ConfigurationError(
+                f"template: unknown template {self.template!r}; choose one of {', '.join(TEMPLATES)}"
+            )
+        if not self.namespace or any(c in self.namespace for c in "{}"):
+            raise ConfigurationError(
+                f"namespace: {self.namespace!r} must be non-empty and contain no braces"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> ContextEngineConfig:
+        """Read ``CONTEXTSTORE_DATABASE_URL``, ``CONTEXTSTORE_REDIS_URL``, ``CONTEXTSTORE_NAMESPACE``.
+
+        Unset or empty variables keep the defaults: a SQLite file in the working directory,
+        in-process memory instead of Redis, namespace ``default``.
+        """
+        env = os.environ if environ is None else environ
+        config = cls(
+            database_url=env.get(ENV_DATABASE_URL) or DEFAULT_DATABASE_URL,
+            redis_url=env.get(ENV_REDIS_URL) or None,
+            namespace=env.get(ENV_NAMESPACE) or DEFAULT_NAMESPACE,
+        )
+        return replace(config, **overrides) if overrides else config  # type: ignore[arg-type]

@@ -1,0 +1,32 @@
+"""One rooted exception tree: every error contextstore raises on purpose is a ContextStoreError.
+
+Backend errors (SQLAlchemy, redis-py) are translated at the storage boundary with
+``raise ... from exc`` so callers never need to import a driver to catch our failures.
+"""
+
+from __future__ import annotations
+
+
+class ContextStoreError(Exception):
+    """Root of every error raised by contextstore."""
+
+
+class ValidationError(ContextStoreError, ValueError):
+    """A value was refused; ``field`` names the offending field. Nothing was written."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+class NotFoundError(ContextStoreError, LookupError):
+    """The named object (a lesson, usually) does not exist."""
+
+
+class ConfigurationError(ContextStoreError):
+    """A URL, option or environment variable cannot be used as given."""
+
+
+class BackendUnavailableError(ContextStoreError):
+    """A storage service could not be reached; raised only where no fallback exists."""

@@ -1,0 +1,240 @@
+"""Lesson records: the full durable form, its validation, JSON Lines, and lesson sources.
+
+A ``LessonRecord`` is what storage keeps; ``Lesson`` (in ``matching``) is the projection the
+pure matcher reads. Validation lives here once, so the in-memory source, the SQL repository
+and the CLI refuse the same inputs with the same messages. The database enforces the same
+rules again (check constraints, triggers) for people writing plain SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from contextstore.errors import ValidationError
+from contextstore.matching import Lesson, Scope, lookup_keys
+
+STATUSES = ("proposed", "active", "retired", "superseded")
+SEVERITIES = ("critical", "warning", "info")
+MAX_INJECTION_FORM_BYTES = 320
+MAX_ENTITY_ID_LENGTH = 255
+SCOPE_KEY_PREFIXES = ("tag:", "id:")
+
+
+@dataclass(frozen=True)
+class LessonRecord:
+    """One lesson as stored. ``created_at`` is timezone-aware and never changes once written."""
+
+    entity_id: str
+    injection_form: str
+    severity: str = "info"
+    status: str = "proposed"
+    applies_to: tuple[str, ...] = ()
+    summary: str = ""
+    detail: str = ""
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    superseded_by: str | None = None
+    evidence: Any = field(default_factory=dict)
+
+    def to_lesson(self) -> Lesson:
+        """The matcher's view; ``created_at`` rendered as RFC 3339 (empty when unknown)."""
+        return Lesson(
+            entity_id=self.entity_id,
+            status=self.status,
+            severity=self.severity,
+            created_at=format_timestamp(self.created_at) if self.created_at else "",
+            applies_to=self.applies_to,
+            injection_form=self.injection_form,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict with every field, timestamps as RFC 3339 strings."""
+        return {
+            "entity_id": self.entity_id,
+            "status": self.status,
+            "severity": self.severity,
+            "created_at": format_timestamp(self.created_at) if self.created_at else None,
+            "updated_at": format_timestamp(self.updated_at) if self.updated_at else None,
+            "summary": self.summary,
+            "detail": self.detail,
+            "injection_form": self.injection_form,
+            "applies_to": list(self.applies_to),
+            "superseded_by": self.superseded_by,
+            "evidence": self.evidence,
+        }
+
+
+def format_timestamp(moment: datetime) -> str:
+    """RFC 3339 with microseconds, normalised to UTC (``2026-01-02T03:04:05.000006+00:00``)."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def validate_entity_id(value: object, field_name: str = "entity_id") -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError(field_name, "must be a non-empty string")
+    if len(value) > MAX_ENTITY_ID_LENGTH:
+        raise ValidationError(field_name, f"must be at most {MAX_ENTITY_ID_LENGTH} characters")
+    if any(segment == "" for segment in value.split(".")):
+        raise ValidationError(field_name, f"{value!r} has an empty dot-separated segment")
+    if value != value.strip():
+        raise ValidationError(field_name, f"{value!r} has leading or trailing white space")
+    return value
+
+
+def validate_scope_key(value: object) -> str:
+    if not isinstance(value, str) or not any(
+        value.startswith(prefix) and len(value) > len(prefix) for prefix in SCOPE_KEY_PREFIXES
+    ):
+        raise ValidationError(
+            "applies_to", f"scope key {value!r} must be 'tag:<name>' or 'id:<entity-id prefix>'"
+        )
+    return value
+
+
+def validate_record(record: LessonRecord) -> LessonRecord:
+    """Return ``record`` if every field is acceptable, else raise ``ValidationError(field)``."""
+    validate_entity_id(record.entity_id)
+    if record.status not in STATUSES:
+        raise ValidationError("status", f"{record.status!r} is not one of {', '.join(STATUSES)}")
+    if record.severity not in SEVERITIES:
+        raise ValidationError(
+            "severity", f"{record.severity!r} is not one of {', '.join(SEVERITIES)}"
+        )
+    if not isinstance(record.injection_form, str):
+        raise ValidationError("injection_form", "must be a string")
+    size = len(record.injection_form.encode("utf-8", "surrogatepass"))
+    if size > MAX_INJECTION_FORM_BYTES:
+        raise ValidationError(
+            "injection_form", f"is {size} UTF-8 bytes; the limit is {MAX_INJECTION_FORM_BYTES}"
+        )
+    for name in ("summary", "detail"):
+        if not isinstance(getattr(record, name), str):
+            raise ValidationError(name, "must be a string")
+    if isinstance(record.applies_to, str):
+        raise ValidationError("applies_to", "must be a list of scope keys, not one string")
+    for key in record.applies_to:
+        validate_scope_key(key)
+    if len(set(record.applies_to)) != len(record.applies_to):
+        raise ValidationError("applies_to", "lists the same scope key twice")
+    if record.status == "superseded":
+        if not record.superseded_by:
+            raise ValidationError("superseded_by", "is required when status is 'superseded'")
+        validate_entity_id(record.superseded_by, "superseded_by")
+        if record.superseded_by == record.entity_id:
+            raise ValidationError("superseded_by", "a lesson cannot supersede itself")
+    elif record.superseded_by is not None:
+        raise ValidationError("superseded_by", "is allowed only when status is 'superseded'")
+    for name in ("created_at", "updated_at"):
+        moment = getattr(record, name)
+        if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
+            raise ValidationError(name, "must be a timezone-aware datetime")
+    try:
+        json.dumps(record.evidence)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError("evidence", f"must be JSON-serialisable ({exc})") from exc
+    return record
+
+
+def parse_timestamp(value: object, field_name: str) -> datetime | None:
+    """Parse an ISO 8601 / RFC 3339 timestamp that carries an offset; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(field_name, "must be an RFC 3339 timestamp string")
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValidationError(field_name, f"{value!r} is not an RFC 3339 timestamp") from exc
+    if moment.tzinfo is None:
+        raise ValidationError(field_name, f"{value!r} has no UTC offset")
+    return moment
+
+
+_JSON_FIELDS = frozenset(LessonRecord.__dataclass_fields__)
+
+
+def record_from_json(data: Mapping[str, Any]) -> LessonRecord:
+    """Build and validate a record from a dict as written by ``LessonRecord.to_json``."""
+    if not isinstance(data, Mapping):
+        raise ValidationError("record", "each line must be a JSON object")
+    unknown = sorted(set(data) - _JSON_FIELDS)
+    if unknown:
+        raise ValidationError(unknown[0], "is not a lesson field")
+    if "entity_id" not in data:
+        raise ValidationError("entity_id", "is required")
+    applies_to = data.get("applies_to", [])
+    if not isinstance(applies_to, list):
+        raise ValidationError("applies_to", "must be a list of scope keys")
+    record = LessonRecord(
+        entity_id=data["entity_id"],
+        status=data.get("status", "proposed"),
+        severity=data.get("severity", "info"),
+        injection_form=data.get("injection_form", ""),
+        applies_to=tuple(applies_to),
+        summary=data.get("summary") or "",
+        detail=data.get("detail") or "",
+        created_at=parse_timestamp(data.get("created_at"), "created_at"),
+        updated_at=parse_timestamp(data.get("updated_at"), "updated_at"),
+        superseded_by=data.get("superseded_by"),
+        evidence=data.get("evidence", {}) if data.get("evidence") is not None else {},
+    )
+    return validate_record(record)
+
+
+def read_jsonl(lines: Iterable[str]) -> Iterator[LessonRecord]:
+    """Parse JSON Lines; blank lines are skipped; errors name the line: ``line 3: severity: …``."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            yield record_from_json(data)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"line {number}", f"is not valid JSON ({exc.msg})") from exc
+        except ValidationError as exc:
+            raise ValidationError(f"line {number}: {exc.field}", exc.message) from exc
+
+
+def write_jsonl(records: Iterable[LessonRecord]) -> Iterator[str]:
+    """One line per record (sorted keys, UTF-8 kept readable), each ending in ``\\n``."""
+    for record in records:
+        yield json.dumps(record.to_json(), ensure_ascii=False, sort_keys=True) + "\n"
+
+
+class LessonSource(Protocol):
+    """Where the engine gets lesson candidates. The SQL ``LessonRepository`` implements it."""
+
+    def candidates(self, scope: Scope) -> list[Lesson]:
+        """Active lessons having at least one key the matcher could accept for ``scope``."""
+        ...
+
+
+class InMemoryLessons:
+    """A ``LessonSource`` over records held in process memory (tests, files, the CLI)."""
+
+    def __init__(self, records: Iterable[LessonRecord] = ()) -> None:
+        self._records: dict[str, LessonRecord] = {}
+        for record in records:
+            self.add(record)
+
+    def add(self, record: LessonRecord) -> LessonRecord:
+        validate_record(record)
+        if record.created_at is None:
+            record = replace(record, created_at=datetime.now(UTC))
+        self._records[record.entity_id] = record
+        return record
+
+    def all(self) -> list[LessonRecord]:
+        return list(self._records.values())
+
+    def candidates(self, scope: Scope) -> list[Lesson]:
+        keys = lookup_keys(scope)
+        return [
+            record.to_lesson()
+            for record in self._records.values()
+            if record.status == "active" and not keys.isdisjoint(record.applies_to)
+        ]

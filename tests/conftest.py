@@ -1,0 +1,85 @@
+"""Service fixtures shared by every test module.
+
+Real PostgreSQL and Redis tests run when their URL is set (``.ci/run`` sets both) and skip
+locally when it is not. A URL that is set but unreachable fails the test loudly: CI must
+never pass by skipping. Every run gets its own PostgreSQL database and Redis namespaces, so
+parallel runs on one machine never see each other's data.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.backends import *  # noqa: F403  (the backend-parametrised fixtures)
+
+pytest_plugins = ["tests.redis_cluster"]
+
+POSTGRES_ENV = "CONTEXTSTORE_TEST_POSTGRES_URL"
+REDIS_ENV = "CONTEXTSTORE_TEST_REDIS_URL"
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> str:
+    """The URL of a PostgreSQL server database we may create databases from."""
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.skip(f"{POSTGRES_ENV} is not set")
+    import sqlalchemy as sa
+
+    try:
+        engine = sa.create_engine(url)
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+        engine.dispose()
+    except Exception as exc:  # any driver error means the service is not usable
+        pytest.fail(f"{POSTGRES_ENV}={url} is set but PostgreSQL is unreachable: {exc}")
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url(postgres_admin_url: str) -> Iterator[str]:
+    """A database of its own for this test session (dropped at the end), as a URL."""
+    import sqlalchemy as sa
+
+    name = unique_name("cs_test")
+    admin = sa.create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.make_url(postgres_admin_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The URL of a real Redis server (never flushed: tests use their own namespaces)."""
+    url = os.environ.get(REDIS_ENV)
+    if not url:
+        pytest.skip(f"{REDIS_ENV} is not set")
+    import redis
+
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        client.ping()
+        client.close()
+    except Exception as exc:
+        pytest.fail(f"{REDIS_ENV}={url} is set but Redis is unreachable: {exc}")
+    return url
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A namespace no other test (or test run) uses."""
+    return unique_name("t")
