@@ -15,6 +15,7 @@ Contract (SPEC §2.1):
 from __future__ import annotations
 
 import hashlib
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
@@ -74,5 +75,9 @@ def check_sizes(max_size: int, ttl_seconds: float) -> None:
 
     if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
         raise ValidationError("max_size", f"must be an integer ≥ 1, got {max_size!r}")
-    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float) or not ttl_seconds > 0:
-        raise ValidationError("ttl_seconds", f"must be a number > 0, got {ttl_seconds!r}")
+    if (
+        isinstance(ttl_seconds, bool)
+        or not isinstance(ttl_seconds, int | float)
+        or not 0 < ttl_seconds < math.inf
+    ):
+        raise ValidationError("ttl_seconds", f"must be a finite number > 0, got {ttl_seconds!r}")

@@ -1,0 +1,1 @@
+"""Contract tests: written once against the backend harnesses, run on every backend."""
