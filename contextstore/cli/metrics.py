@@ -1,0 +1,326 @@
+"""``contextstore metrics report|prune``: inspect and trim the durable per-run metrics.
+
+Times on the command line are either a duration back from now (``90s``, ``15m``, ``1h``,
+``7d``, ``2w``) or an ISO 8601 timestamp (``2024-05-01``, ``2024-05-01T12:00:00+02:00``;
+without an offset it is read as UTC). Bad input prints one ``error:`` line on stderr and
+exits with status 2; a database or file failure exits with status 1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from contextstore.cli.common import console, console_err, print_json, table
+from contextstore.cli.options import DatabaseUrl, Json, open_store
+from contextstore.errors import ContextStoreError, ValidationError
+from contextstore.sql.metrics import MetricsFigures, MetricsReport, MetricsRepository
+
+app = typer.Typer(
+    help="Inspect the durable per-run metrics (query_metrics): report, plot and prune.",
+    no_args_is_help=True,
+)
+
+USAGE_ERROR = 2
+RUNTIME_ERROR = 1
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
+TIME_HELP = "a duration back from now (30m, 1h, 7d, 2w) or an ISO 8601 timestamp (UTC if no offset)"
+
+# Plot bucket sizes to choose from, smallest first; the first giving at most MAX_BUCKETS
+# points over the range wins, so a plot stays legible whatever the range.
+BUCKET_STEPS = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400)
+MAX_BUCKETS = 120
+
+Since = Annotated[
+    str | None,
+    typer.Option("--since", help=f"Only runs recorded at or after this: {TIME_HELP}"),
+]
+Until = Annotated[
+    str | None,
+    typer.Option("--until", help=f"Only runs recorded before this: {TIME_HELP}"),
+]
+NamespaceFilter = Annotated[
+    str | None, typer.Option("--namespace", help="Only this namespace (default: all namespaces)")
+]
+WorkerPrefix = Annotated[
+    str | None,
+    typer.Option(
+        "--worker-prefix", help="Only workers whose name starts with this (case-sensitive)"
+    ),
+]
+
+
+@app.command("report")
+def report(
+    since: Since = None,
+    until: Until = None,
+    namespace: NamespaceFilter = None,
+    worker_prefix: WorkerPrefix = None,
+    json_output: Json = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot", help="Also draw response times, guard failures and lessons to this PNG"
+        ),
+    ] = None,
+    bucket: Annotated[
+        str | None,
+        typer.Option(
+            "--bucket", help="Plot bucket length, e.g. 5m, 1h (default: sized to the runs found)"
+        ),
+    ] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Counts, response-time percentiles, guard-failure and cache-hit rates, lessons."""
+    now = datetime.now(UTC)
+    start = parse_time("--since", since, now)
+    end = parse_time("--until", until, now)
+    if start is not None and end is not None and start > end:
+        _fail(f"--since ({_when(start)}) is after --until ({_when(end)})")
+    bucket_seconds = None if bucket is None else _positive_seconds("--bucket", bucket)
+    if plot is not None:
+        check_plot_path(plot)
+    filters: dict[str, Any] = {
+        "since": start,
+        "until": end,
+        "namespace": namespace,
+        "worker_prefix": worker_prefix,
+    }
+    try:
+        with open_store(database_url, None, None) as store:
+            repository = store.metrics
+            result = repository.report(**filters)
+            if plot is not None:
+                _draw(repository, result, plot, bucket_seconds, filters, quiet=json_output)
+    except ValidationError as exc:
+        _fail(str(exc))
+    except (ContextStoreError, OSError) as exc:
+        _fail(str(exc), code=RUNTIME_ERROR)
+    if json_output:
+        print_json(result.as_dict())
+        return
+    console.print(f"[bold]Query metrics[/bold] · {escape(_describe(result))}", highlight=False)
+    console.print(overall_table(result))
+    console.print(complexity_table(result))
+
+
+@app.command("prune")
+def prune(
+    older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--older-than",
+            help=f"Required. Delete runs recorded before this: {TIME_HELP}",
+            show_default=False,
+        ),
+    ] = None,
+    namespace: NamespaceFilter = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only count the rows that would be deleted")
+    ] = False,
+    json_output: Json = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Delete metrics rows older than a duration (e.g. 30d) or a timestamp; print how many."""
+    # Required, but checked here so a missing value is one line like every other error.
+    if older_than is None:
+        _fail("--older-than is required, e.g. --older-than 30d")
+    cutoff = parse_time("--older-than", older_than, datetime.now(UTC))
+    assert cutoff is not None  # a given value always parses to a time or fails
+    try:
+        with open_store(database_url, None, None) as store:
+            if dry_run:
+                deleted = store.metrics.count(until=cutoff, namespace=namespace)
+            else:
+                deleted = store.metrics.prune(cutoff, namespace=namespace)
+    except ValidationError as exc:
+        _fail(str(exc))
+    except (ContextStoreError, OSError) as exc:
+        _fail(str(exc), code=RUNTIME_ERROR)
+    if json_output:
+        print_json(
+            {
+                "deleted": 0 if dry_run else deleted,
+                "would_delete": deleted if dry_run else None,
+                "cutoff": cutoff.isoformat(),
+                "namespace": namespace,
+                "dry_run": dry_run,
+            }
+        )
+        return
+    scope = f"namespace {namespace!r}" if namespace is not None else "all namespaces"
+    verb = "would delete" if dry_run else "deleted"
+    rows = "row" if deleted == 1 else "rows"
+    console.print(
+        f"{verb} {deleted:,} metrics {rows} recorded before "
+        f"{cutoff:%Y-%m-%d %H:%M:%S} UTC ({scope})",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+# -- parsing ---------------------------------------------------------------------------------
+
+
+def parse_time(option: str, text: str | None, now: datetime) -> datetime | None:
+    """``now - duration`` for ``30m``/``1h``/``7d``…, else the ISO timestamp; ``None`` stays."""
+    if text is None:
+        return None
+    match = DURATION.match(text)
+    if match:
+        return now - timedelta(seconds=int(match.group(1)) * UNITS[match.group(2).lower()])
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        _fail(f"{option}: expected {TIME_HELP}, got {text!r}")
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _positive_seconds(option: str, text: str) -> int:
+    match = DURATION.match(text)
+    if not match or int(match.group(1)) == 0:
+        _fail(f"{option}: expected a positive duration like 5m, 1h or 1d, got {text!r}")
+    return int(match.group(1)) * UNITS[match.group(2).lower()]
+
+
+def check_plot_path(path: Path) -> None:
+    """Refuse, before any query runs, a plot path that cannot become a PNG file."""
+    if path.suffix.lower() != ".png":
+        _fail(f"--plot: {str(path)!r} must end in .png")
+    if path.is_dir():
+        _fail(f"--plot: {str(path)!r} is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        _fail(f"--plot: directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        _fail(f"--plot: {str(path)!r} is not writable")
+
+
+def choose_bucket(span: timedelta) -> int:
+    """The smallest step of ``BUCKET_STEPS`` that gives at most ``MAX_BUCKETS`` buckets."""
+    for step in BUCKET_STEPS:
+        if span.total_seconds() / step <= MAX_BUCKETS:
+            return step
+    return BUCKET_STEPS[-1]
+
+
+def _fail(message: str, *, code: int = USAGE_ERROR) -> NoReturn:
+    # One line whatever the source: drivers put newlines in their messages, and soft_wrap
+    # stops Rich from breaking the line at the terminal width.
+    # escape: messages carry brackets ("contextstore[plot]") that Rich would read as markup.
+    line = escape(" ".join(message.split()))
+    console_err.print(f"[red]error:[/red] {line}", markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+# -- output ----------------------------------------------------------------------------------
+
+
+def _draw(
+    repository: MetricsRepository,
+    result: MetricsReport,
+    path: Path,
+    bucket_seconds: int | None,
+    filters: dict[str, Any],
+    *,
+    quiet: bool,
+) -> None:
+    from contextstore.plot import plot_metrics
+
+    if bucket_seconds is None:
+        # Sized to the runs actually found, not the requested range: "--since 30d" over one
+        # day of data should still plot that day in fine buckets.
+        first, last = result.first_recorded_at, result.last_recorded_at
+        span = last - first if first is not None and last is not None else timedelta(0)
+        bucket_seconds = choose_bucket(span)
+    series = repository.series(bucket_seconds=bucket_seconds, **filters)
+    try:
+        written = plot_metrics(series, path)
+    except OSError as exc:
+        _fail(f"--plot: cannot write {str(path)!r}: {exc.strerror or exc}", code=RUNTIME_ERROR)
+    # With --json, stdout must hold only the JSON document.
+    (console_err if quiet else console).print(
+        f"plot written to {written}", highlight=False, markup=False, soft_wrap=True
+    )
+
+
+def _describe(result: MetricsReport) -> str:
+    parts = [
+        f"namespace {result.namespace!r}" if result.namespace is not None else "all namespaces",
+        f"workers {result.worker_prefix!r}…" if result.worker_prefix else "all workers",
+    ]
+    if result.since is not None:
+        parts.append(f"since {result.since:%Y-%m-%d %H:%M:%S}")
+    if result.until is not None:
+        parts.append(f"until {result.until:%Y-%m-%d %H:%M:%S}")
+    return ", ".join(parts) + (" (UTC)" if result.since or result.until else "")
+
+
+def _percent(rate: float | None) -> float | None:
+    return None if rate is None else 100.0 * rate
+
+
+def _when(moment: datetime | None) -> str | None:
+    return None if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def overall_table(result: MetricsReport) -> Table:
+    """Figure / value rows for the whole selection."""
+    rows: list[list[Any]] = [
+        ["runs", result.runs],
+        ["first recorded", _when(result.first_recorded_at)],
+        ["last recorded", _when(result.last_recorded_at)],
+        ["response time p50 (ms)", result.p50_ms],
+        ["response time p95 (ms)", result.p95_ms],
+        ["response time p99 (ms)", result.p99_ms],
+        ["mean context length (chars)", result.mean_context_length],
+        ["guard failures (%)", _percent(result.guard_failure_rate)],
+        ["cache hits (%)", _percent(result.cache_hit_rate)],
+        ["lessons matched (total)", result.lessons_matched_total],
+        ["lessons matched (mean per run)", result.lessons_matched_mean],
+        ["lessons included (total)", result.lessons_included_total],
+        ["lessons included (mean per run)", result.lessons_included_mean],
+    ]
+    overall = table("Overall", ["figure", "value"], rows)
+    overall.columns[1].justify = "right"
+    return overall
+
+
+def complexity_table(result: MetricsReport) -> Table:
+    """The same figures per complexity: one column each for low, medium and high.
+
+    Transposed (figures down, levels across) so it stays legible in an 80-column terminal.
+    """
+    levels = result.by_complexity
+    rows = [[label, *(value(level) for level in levels)] for label, value in _COMPLEXITY_FIGURES]
+    by_complexity = table(
+        "By complexity", ["figure", *(level.complexity for level in levels)], rows
+    )
+    # A level without runs shows "—"; keep its number column right-aligned regardless.
+    for column in by_complexity.columns[1:]:
+        column.justify = "right"
+    return by_complexity
+
+
+_COMPLEXITY_FIGURES: tuple[tuple[str, Callable[[MetricsFigures], Any]], ...] = (
+    ("runs", lambda row: row.runs),
+    ("response time p50 (ms)", lambda row: row.p50_ms),
+    ("response time p95 (ms)", lambda row: row.p95_ms),
+    ("response time p99 (ms)", lambda row: row.p99_ms),
+    ("mean context length (chars)", lambda row: row.mean_context_length),
+    ("guard failures (%)", lambda row: _percent(row.guard_failure_rate)),
+    ("cache hits (%)", lambda row: _percent(row.cache_hit_rate)),
+    ("lessons matched (mean per run)", lambda row: row.lessons_matched_mean),
+    ("lessons included (mean per run)", lambda row: row.lessons_included_mean),
+)

@@ -1,0 +1,203 @@
+"""``plot_metrics``: one PNG that shows how a fleet's runs went over time.
+
+matplotlib is an optional extra (``pip install contextstore[plot]``); it is imported only when
+a plot is drawn. The figure is rendered with the Agg canvas directly — no pyplot, no global
+backend switch, no GUI — so it works in headless workers and in threads.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from contextstore.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from contextstore.sql.metrics import SeriesPoint
+
+MISSING_MATPLOTLIB = "matplotlib is not installed; install contextstore[plot] to draw plots"
+
+# Colours that stay distinguishable for the common forms of colour blindness (Okabe-Ito).
+P50_COLOUR = "#0072B2"
+P95_COLOUR = "#E69F00"
+P99_COLOUR = "#D55E00"
+GUARD_COLOUR = "#CC79A7"
+MATCHED_COLOUR = "#009E73"
+INCLUDED_COLOUR = "#56B4E9"
+
+# Legends sit on the title row, right-aligned (titles are left-aligned), never over the data.
+LEGEND: dict[str, Any] = {"loc": "lower right", "bbox_to_anchor": (1.0, 1.0), "frameon": False}
+
+FIGURE_SIZE_INCHES = (11.0, 10.0)
+DPI = 110
+
+
+def plot_metrics(
+    series: Sequence[SeriesPoint], path: str | os.PathLike[str], *, title: str | None = None
+) -> Path:
+    """Draw ``series`` (from ``MetricsRepository.series``) as a PNG at ``path``; return the path.
+
+    Three panels sharing a UTC time axis: response time p50/p95/p99 (ms), guard failures (% of
+    runs) and lessons matched vs included (mean per run). Each point is one bucket, placed at
+    the bucket's start; a line breaks where buckets without runs lie between two points. An
+    empty series still writes a PNG, with the axes labelled and a "no runs" note.
+
+    Raises ``ConfigurationError`` when matplotlib is not installed; ``OSError`` when ``path``
+    cannot be written (the file is replaced if it exists).
+    """
+    figure_class, canvas_class, dates = _matplotlib()
+    points = sorted(series, key=lambda point: point.bucket_start)
+    figure = figure_class(figsize=FIGURE_SIZE_INCHES, dpi=DPI, layout="constrained")
+    canvas_class(figure)
+    latency, guard, lessons = figure.subplots(3, 1, sharex=True, height_ratios=(1.4, 1, 1))
+    figure.suptitle(title or _default_title(points), fontsize=14, fontweight="bold")
+
+    times = _with_gaps(points)
+    latency.set_title("Response time per run", loc="left")
+    for label, attribute, colour, style in (
+        ("p50 (median)", "p50_ms", P50_COLOUR, "-"),
+        ("p95", "p95_ms", P95_COLOUR, "--"),
+        ("p99", "p99_ms", P99_COLOUR, ":"),
+    ):
+        values = [_value(point, attribute) for point in times]
+        latency.plot(
+            [_x(point) for point in times],
+            values,
+            style,
+            color=colour,
+            marker="o",
+            markersize=3,
+            linewidth=1.8,
+            label=label,
+        )
+    latency.set_ylabel("response time (ms)")
+    latency.legend(**LEGEND, ncols=3)
+
+    guard.set_title("Guard failures (share of runs whose context failed the guard)", loc="left")
+    guard.plot(
+        [_x(point) for point in times],
+        [_percent(point, "guard_failure_rate") for point in times],
+        "-",
+        color=GUARD_COLOUR,
+        marker="o",
+        markersize=3,
+        linewidth=1.8,
+        label="guard failures",
+    )
+    guard.set_ylabel("guard failures (%)")
+    # Scaled to the data (failures are usually a few percent) but never past 100 %.
+    worst = max((_percent(point, "guard_failure_rate") for point in points), default=0.0)
+    guard.set_ylim(0, min(100.0, max(5.0, math.ceil(worst * 1.2))))
+    guard.legend(**LEGEND)
+
+    lessons.set_title("Lessons per run: matched by scope vs included in the context", loc="left")
+    for label, attribute, colour, style in (
+        ("matched", "lessons_matched_mean", MATCHED_COLOUR, "-"),
+        ("included", "lessons_included_mean", INCLUDED_COLOUR, "--"),
+    ):
+        lessons.plot(
+            [_x(point) for point in times],
+            [_value(point, attribute) for point in times],
+            style,
+            color=colour,
+            marker="o",
+            markersize=3,
+            linewidth=1.8,
+            label=label,
+        )
+    lessons.set_ylabel("lessons per run (mean)")
+    lessons.set_xlabel("time (UTC)")
+    lessons.legend(**LEGEND, ncols=2)
+
+    for axes in (latency, guard, lessons):
+        axes.grid(True, alpha=0.3)
+        axes.spines[["top", "right"]].set_visible(False)
+        if not points:
+            axes.text(
+                0.5,
+                0.5,
+                "no runs in this range",
+                transform=axes.transAxes,
+                ha="center",
+                va="center",
+                color="grey",
+                fontsize=12,
+            )
+            # Without data the axes' ranges are arbitrary; ticks would only suggest values.
+            axes.set_xticks([])
+            axes.set_yticks([])
+    for axes in (latency, lessons):
+        axes.set_ylim(bottom=0)
+    if points:
+        locator = dates.AutoDateLocator(tz=UTC)
+        lessons.xaxis.set_major_locator(locator)
+        lessons.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=UTC))
+
+    target = Path(path)
+    figure.savefig(target, format="png")
+    return target
+
+
+def _matplotlib() -> tuple[Any, Any, Any]:
+    """(Figure, FigureCanvasAgg, matplotlib.dates), or ``ConfigurationError`` when missing."""
+    try:
+        import matplotlib.dates as dates
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ConfigurationError(MISSING_MATPLOTLIB) from exc
+    return Figure, FigureCanvasAgg, dates
+
+
+def _default_title(points: Sequence[SeriesPoint]) -> str:
+    if not points:
+        return "contextstore metrics — no runs"
+    runs = sum(point.runs for point in points)
+    start = points[0].bucket_start
+    end = points[-1].bucket_start + timedelta(seconds=points[-1].bucket_seconds)
+    return (
+        f"contextstore metrics — {runs:,} runs, {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} "
+        f"UTC, {_duration(points[0].bucket_seconds)} buckets"
+    )
+
+
+def _duration(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _with_gaps(points: Sequence[SeriesPoint]) -> list[SeriesPoint | datetime]:
+    """The points, with a bare timestamp wherever empty buckets separate two of them.
+
+    A bare timestamp plots as NaN, which makes matplotlib break the line there instead of
+    drawing a misleading straight segment across a period with no runs.
+    """
+    result: list[SeriesPoint | datetime] = []
+    for previous, point in zip([None, *points], points, strict=False):
+        if previous is not None:
+            step = timedelta(seconds=previous.bucket_seconds)
+            if point.bucket_start - previous.bucket_start > step:
+                result.append(previous.bucket_start + step)
+        result.append(point)
+    return result
+
+
+def _x(point: SeriesPoint | datetime) -> datetime:
+    return point if isinstance(point, datetime) else point.bucket_start
+
+
+def _value(point: SeriesPoint | datetime, attribute: str) -> float:
+    if isinstance(point, datetime):
+        return math.nan
+    value = getattr(point, attribute)
+    return math.nan if value is None else float(value)
+
+
+def _percent(point: SeriesPoint | datetime, attribute: str) -> float:
+    return 100.0 * _value(point, attribute)
