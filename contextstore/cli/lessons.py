@@ -1,0 +1,243 @@
+"""``contextstore lessons``: administer lessons (add, list, show, status changes, JSON Lines).
+
+Every command opens the store from ``--database-url`` (else ``CONTEXTSTORE_DATABASE_URL``,
+else ``sqlite:///contextstore.db``), migrating it on first use. A refused input prints one
+``error:`` line on stderr and exits with status 1; nothing is written in that case.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from contextstore.cli.common import console, console_err, print_json, table
+from contextstore.cli.options import DatabaseUrl, Json, open_store
+from contextstore.errors import ContextStoreError
+from contextstore.lessons import LessonRecord, format_timestamp, parse_timestamp
+from contextstore.sql.repository import LessonEvent, LessonRepository
+
+app = typer.Typer(
+    help="Administer lessons: add, list, show, activate, retire, supersede, import, export.",
+    no_args_is_help=True,
+)
+
+Keys = Annotated[
+    list[str] | None,
+    typer.Option("--key", "-k", help="Applies-to key, 'tag:<name>' or 'id:<prefix>' (repeatable)"),
+]
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """One red line on stderr and exit status 1 for any refusal, never a traceback."""
+    try:
+        yield
+    except (ContextStoreError, OSError, UnicodeDecodeError) as exc:
+        # soft_wrap: one line however narrow the terminal; escape: messages may hold brackets.
+        console_err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from exc
+
+
+@contextmanager
+def repository(database_url: str | None) -> Iterator[LessonRepository]:
+    with cli_errors(), open_store(database_url, None, None) as store:
+        yield store.lessons
+
+
+def _when(moment: datetime | None) -> str:
+    return format_timestamp(moment) if moment else "—"
+
+
+def _lessons_table(title: str, records: list[LessonRecord]) -> None:
+    rows: list[list[Any]] = [
+        [
+            r.entity_id,
+            r.status,
+            r.severity,
+            ", ".join(r.applies_to),
+            r.injection_form,
+            _when(r.created_at),
+        ]
+        for r in records
+    ]
+    columns = ["entity_id", "status", "severity", "applies_to", "injection_form", "created_at"]
+    console.print(table(title, columns, rows))
+
+
+def _show(record: LessonRecord, as_json: bool, events: list[LessonEvent] | None = None) -> None:
+    if as_json:
+        data = record.to_json()
+        if events is not None:
+            data["history"] = [_event_json(event) for event in events]
+        print_json(data)
+        return
+    fields = record.to_json()
+    fields["applies_to"] = ", ".join(record.applies_to)
+    console.print(table(record.entity_id, ["field", "value"], [[k, v] for k, v in fields.items()]))
+    if events:
+        rows: list[list[Any]] = [
+            [_when(e.occurred_at), e.event, e.old_status, e.new_status] for e in events
+        ]
+        console.print(table("history", ["occurred_at", "event", "old", "new"], rows))
+
+
+def _event_json(event: LessonEvent) -> dict[str, Any]:
+    return {
+        "event": event.event,
+        "old_status": event.old_status,
+        "new_status": event.new_status,
+        "occurred_at": format_timestamp(event.occurred_at),
+    }
+
+
+@app.command("add")
+def add(
+    entity_id: Annotated[str, typer.Argument(help="Dot-separated id, e.g. fleet.ops.db.0001")],
+    form: Annotated[str, typer.Option("--form", "-f", help="Injection form (≤ 320 bytes)")],
+    keys: Keys = None,
+    severity: Annotated[str, typer.Option(help="critical, warning or info")] = "info",
+    status: Annotated[str, typer.Option(help="proposed or active")] = "proposed",
+    summary: Annotated[str, typer.Option(help="One-line summary")] = "",
+    detail: Annotated[str, typer.Option(help="Longer explanation")] = "",
+    created_at: Annotated[
+        str | None, typer.Option(help="RFC 3339 creation time (default: now)")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    as_json: Json = False,
+) -> None:
+    """Add a new lesson (proposed unless --status active)."""
+    with repository(database_url) as lessons:
+        record = LessonRecord(
+            entity_id=entity_id,
+            injection_form=form,
+            severity=severity,
+            status=status,
+            applies_to=tuple(keys or ()),
+            summary=summary,
+            detail=detail,
+            created_at=parse_timestamp(created_at, "created_at"),
+        )
+        _show(lessons.add(record), as_json)
+
+
+@app.command("list")
+def list_lessons(
+    status: Annotated[str | None, typer.Option(help="Only this status")] = None,
+    severity: Annotated[str | None, typer.Option(help="Only this severity")] = None,
+    key: Annotated[
+        str | None, typer.Option("--key", "-k", help="Only lessons with this key")
+    ] = None,
+    tag: Annotated[
+        str | None, typer.Option("--tag", "-t", help="Shorthand for --key tag:X")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="At most this many", min=0)] = None,
+    database_url: DatabaseUrl = None,
+    as_json: Json = False,
+) -> None:
+    """List lessons ordered by entity id."""
+    with repository(database_url) as lessons:
+        found = lessons.list(status=status, severity=severity, key=key, tag=tag, limit=limit)
+        if as_json:
+            print_json([record.to_json() for record in found])
+        else:
+            _lessons_table(f"{len(found)} lesson(s)", found)
+
+
+@app.command("show")
+def show(entity_id: str, database_url: DatabaseUrl = None, as_json: Json = False) -> None:
+    """Show one lesson with every field and its audit history."""
+    with repository(database_url) as lessons:
+        _show(lessons.get(entity_id), as_json, lessons.history(entity_id))
+
+
+@app.command("activate")
+def activate(entity_id: str, database_url: DatabaseUrl = None, as_json: Json = False) -> None:
+    """Make a lesson active (matched from now on)."""
+    with repository(database_url) as lessons:
+        _show(lessons.activate(entity_id), as_json)
+
+
+@app.command("retire")
+def retire(entity_id: str, database_url: DatabaseUrl = None, as_json: Json = False) -> None:
+    """Retire a lesson (kept, never matched)."""
+    with repository(database_url) as lessons:
+        _show(lessons.retire(entity_id), as_json)
+
+
+@app.command("supersede")
+def supersede(
+    old: Annotated[str, typer.Argument(help="The lesson being replaced")],
+    new: Annotated[str, typer.Argument(help="Its replacement (activated if proposed)")],
+    database_url: DatabaseUrl = None,
+    as_json: Json = False,
+) -> None:
+    """Mark OLD superseded by NEW; a proposed NEW is activated at the same time."""
+    with repository(database_url) as lessons:
+        _show(lessons.supersede(old, new), as_json)
+
+
+@app.command("delete")
+def delete(
+    entity_id: str,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation")] = False,
+    database_url: DatabaseUrl = None,
+    as_json: Json = False,
+) -> None:
+    """Delete a lesson (its audit history stays in lesson_events)."""
+    with repository(database_url) as lessons:
+        lessons.get(entity_id)
+        if not yes and not typer.confirm(f"Delete lesson {entity_id}?"):
+            raise typer.Exit(1)
+        lessons.delete(entity_id)
+        if as_json:
+            print_json({"deleted": entity_id})
+        else:
+            console.print(f"deleted {entity_id}")
+
+
+@app.command("import")
+def import_lessons(
+    path: Annotated[Path, typer.Argument(help="JSON Lines file, '-' for stdin")],
+    database_url: DatabaseUrl = None,
+    as_json: Json = False,
+) -> None:
+    """Import lessons from JSON Lines; all or nothing, identical records are left alone."""
+    with cli_errors():
+        lines = (
+            sys.stdin.readlines()
+            if str(path) == "-"
+            else path.read_text(encoding="utf-8").splitlines()
+        )
+    with repository(database_url) as lessons:
+        summary = lessons.import_jsonl(lines)
+    if as_json:
+        print_json(
+            {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged}
+        )
+    else:
+        rows: list[list[Any]] = [[summary.added, summary.updated, summary.unchanged]]
+        console.print(table(f"imported {path}", ["added", "updated", "unchanged"], rows))
+
+
+@app.command("export")
+def export(
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout")
+    ] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Export every lesson as JSON Lines (re-importable; created_at included)."""
+    with repository(database_url) as lessons:
+        lines = list(lessons.export_jsonl())
+        if output is None:
+            sys.stdout.write("".join(lines))
+        else:
+            output.write_text("".join(lines), encoding="utf-8")
+            console_err.print(f"exported {len(lines)} lesson(s) to {output}")

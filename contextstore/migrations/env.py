@@ -1,0 +1,71 @@
+"""Alembic environment for contextstore.
+
+Two ways in:
+- From code (``contextstore.sql.database.migrate``): the caller passes an open connection in
+  ``config.attributes["connection"]``, already inside a transaction holding the migration lock.
+- From the command line (``alembic upgrade head`` in the repository root): the URL comes from
+  ``-x url=…``, else ``CONTEXTSTORE_DATABASE_URL``, else ``sqlalchemy.url`` in alembic.ini,
+  else the default SQLite file ``contextstore.db`` in the working directory.
+"""
+
+from __future__ import annotations
+
+import os
+
+import sqlalchemy as sa
+from alembic import context
+
+from contextstore.config import DEFAULT_DATABASE_URL, ENV_DATABASE_URL
+from contextstore.sql.database import create_database_engine
+from contextstore.sql.models import Base
+
+config = context.config
+target_metadata = Base.metadata
+
+
+def _configure(connection: sa.Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        compare_type=True,
+        # SQLite cannot ALTER most things; batch mode rebuilds tables for future revisions.
+        render_as_batch=connection.dialect.name == "sqlite",
+    )
+
+
+def _url() -> str:
+    return (
+        context.get_x_argument(as_dictionary=True).get("url")
+        or os.environ.get(ENV_DATABASE_URL)
+        or config.get_main_option("sqlalchemy.url")
+        or DEFAULT_DATABASE_URL
+    )
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=_url(), target_metadata=target_metadata, literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _configure(connection)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
+    engine = create_database_engine(_url())
+    try:
+        with engine.connect() as connection:
+            _configure(connection)
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

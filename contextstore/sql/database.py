@@ -1,0 +1,248 @@
+"""Engines and migrations: the one place that knows how to open and upgrade a database.
+
+SQLite runs in WAL mode with a 30 s busy timeout and foreign keys on. The driver's own
+transaction handling is switched off and SQLAlchemy emits ``BEGIN IMMEDIATE`` itself, so a
+writer takes SQLite's write lock when its transaction *starts* and a concurrent writer waits
+(up to the busy timeout) instead of failing half-way with "database is locked". Connections
+marked ``read_only`` (see ``read_only()``) start with a plain deferred ``BEGIN`` instead, so
+readers never queue behind writers. The same recipe makes DDL transactional and SAVEPOINT
+work on SQLite.
+
+PostgreSQL is reached through psycopg 3; ``postgresql://`` and ``postgres://`` URLs are
+normalised to ``postgresql+psycopg://``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script.revision import RevisionError
+from alembic.util.exc import CommandError
+from sqlalchemy import event, exc
+
+from contextstore.errors import BackendUnavailableError, ConfigurationError, ValidationError
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+# Any fixed 64-bit number; all contextstore processes agree on it (PostgreSQL advisory lock).
+MIGRATION_LOCK_ID = 0x636F6E7465787473  # "contexts"
+READ_ONLY_OPTION = "contextstore_read_only"
+
+_POSTGRES_ALIASES = ("postgresql", "postgres")
+# Several threads of one process migrating the same SQLite file: serialise them here too
+# (SQLite's lock would, but a lock in memory is cheaper than a busy wait).
+_process_migration_lock = threading.Lock()
+
+
+def normalise_url(url: str | sa.URL) -> sa.URL:
+    """Parse ``url``; route plain PostgreSQL URLs to psycopg 3.
+
+    Raises ``ConfigurationError`` (naming the URL, password hidden) for anything that is not
+    a SQLite or PostgreSQL URL.
+    """
+    try:
+        parsed = sa.make_url(url)
+    except exc.ArgumentError as error:
+        raise ConfigurationError(f"database URL {_safe(url)!r} cannot be parsed") from error
+    if parsed.drivername in _POSTGRES_ALIASES:
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise ConfigurationError(
+            f"database URL {_safe(parsed)!r}: only sqlite:// and postgresql:// are supported"
+        )
+    return parsed
+
+
+def create_database_engine(url: str | sa.URL) -> sa.Engine:
+    """An ``Engine`` for a SQLite or PostgreSQL URL, configured for many processes.
+
+    Edge cases: a SQLite file whose directory does not exist, an unknown scheme, or a missing
+    driver raise ``ConfigurationError`` naming the URL (password hidden). Nothing connects
+    here; an unreachable server is reported on first use.
+    """
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        _check_sqlite_path(parsed)
+    try:
+        engine = sa.create_engine(parsed)
+    except (ImportError, exc.ArgumentError) as error:
+        raise ConfigurationError(f"database URL {_safe(parsed)!r} is unusable: {error}") from error
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine)
+    return engine
+
+
+def read_only(engine: sa.Engine) -> sa.Engine:
+    """The same engine (same pool) whose transactions only read: deferred ``BEGIN`` on SQLite."""
+    return engine.execution_options(**{READ_ONLY_OPTION: True})
+
+
+def _configure_sqlite(engine: sa.Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Hand transaction control to SQLAlchemy (the begin hook below) instead of pysqlite,
+        # which would otherwise BEGIN lazily and commit around DDL on its own.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        # busy_timeout first: switching to WAL itself needs a lock another process may hold.
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: sa.Connection) -> None:
+        read = connection.get_execution_options().get(READ_ONLY_OPTION, False)
+        connection.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
+
+
+def _check_sqlite_path(url: sa.URL) -> None:
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    parent = Path(database).expanduser().resolve().parent
+    if not parent.is_dir():
+        raise ConfigurationError(
+            f"database URL {_safe(url)!r}: directory {str(parent)!r} does not exist"
+        )
+
+
+def _safe(url: str | sa.URL) -> str:
+    """The URL with any password masked, for error messages."""
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except exc.ArgumentError:
+        return "<unparseable URL>"
+
+
+def alembic_config(connection: sa.Connection | None = None) -> Config:
+    """Alembic's configuration built in code: works whatever the current directory is."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("path_separator", "os")
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@contextmanager
+def _engine_for(target: str | sa.URL | sa.Engine) -> Iterator[sa.Engine]:
+    if isinstance(target, sa.Engine):
+        yield target
+        return
+    engine = create_database_engine(target)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def _migration_connection(target: str | sa.URL | sa.Engine) -> Iterator[sa.Connection]:
+    """One transaction holding the migration lock: concurrent migrators run one at a time.
+
+    PostgreSQL: a transaction-scoped advisory lock. SQLite: ``BEGIN IMMEDIATE`` (the engine's
+    default) takes the write lock up front; others wait out the busy timeout. Either way the
+    second process then sees the first one's finished schema and has nothing left to do.
+    """
+    with _engine_for(target) as engine, _process_migration_lock:
+        try:
+            with engine.begin() as connection:
+                if connection.dialect.name == "postgresql":
+                    connection.execute(
+                        sa.text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID}
+                    )
+                yield connection
+        except exc.OperationalError as error:
+            raise BackendUnavailableError(
+                f"database {_safe(engine.url)!r} is unavailable: {error.orig}"
+            ) from error
+
+
+def migrate(target: str | sa.URL | sa.Engine, revision: str = "head") -> None:
+    """Upgrade the database at ``target`` (a URL or an Engine) to ``revision``.
+
+    Idempotent, and safe when several processes call it at once on a fresh database.
+    """
+    with _migration_connection(target) as connection, _revision_errors(revision):
+        command.upgrade(alembic_config(connection), revision)
+
+
+def downgrade(target: str | sa.URL | sa.Engine, revision: str) -> None:
+    """Downgrade to ``revision`` (``"base"`` removes every contextstore table and trigger)."""
+    with _migration_connection(target) as connection, _revision_errors(revision):
+        command.downgrade(alembic_config(connection), revision)
+
+
+@contextmanager
+def _revision_errors(revision: str) -> Iterator[None]:
+    """Alembic's complaints about a revision (unknown, wrong direction) → ValidationError."""
+    try:
+        yield
+    except (CommandError, RevisionError) as error:
+        raise ValidationError("revision", f"{revision!r}: {error}") from error
+
+
+def current_revision(target: str | sa.URL | sa.Engine) -> str | None:
+    """The revision the database is at, or ``None`` when it was never migrated."""
+    with _engine_for(target) as engine, read_only(engine).connect() as connection:
+        try:
+            return MigrationContext.configure(connection).get_current_revision()
+        except exc.OperationalError as error:
+            raise BackendUnavailableError(
+                f"database {_safe(engine.url)!r} is unavailable: {error.orig}"
+            ) from error
+
+
+def head_revision() -> str:
+    """The newest revision the installed package ships."""
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "the package ships at least one migration"
+    return head
+
+
+# Constraint and trigger names as they appear in driver messages → the record field at fault.
+_FIELD_BY_CONSTRAINT = (
+    ("ck_lessons_status", "status"),
+    ("ck_lessons_severity", "severity"),
+    ("ck_lessons_entity_id", "entity_id"),
+    ("ck_lessons_superseded_by", "superseded_by"),
+    ("fk_lessons_superseded_by", "superseded_by"),
+    ("ck_lessons_injection_form_size", "injection_form"),
+    ("ck_lesson_scopes_scope_key", "applies_to"),
+    ("pk_lesson_scopes", "applies_to"),
+    ("lesson_scopes.", "applies_to"),
+    ("created_at is immutable", "created_at"),
+    ("immutable", "entity_id"),
+    ("pk_lessons", "entity_id"),
+    ("lessons.entity_id", "entity_id"),
+)
+
+
+@contextmanager
+def translate_errors(url: sa.URL | None = None) -> Iterator[None]:
+    """Turn driver errors into contextstore errors at the storage boundary.
+
+    An integrity error (a check constraint, a key, a trigger) becomes ``ValidationError``
+    naming the field the constraint guards (``"record"`` when it cannot tell); a lost or
+    refused connection becomes ``BackendUnavailableError``.
+    """
+    try:
+        yield
+    except exc.IntegrityError as error:
+        message = str(error.orig)
+        field = next((f for name, f in _FIELD_BY_CONSTRAINT if name in message), "record")
+        raise ValidationError(field, f"refused by the database: {message.strip()}") from error
+    except (exc.OperationalError, exc.InterfaceError) as error:
+        where = f"database {_safe(url)!r}" if url is not None else "the database"
+        raise BackendUnavailableError(f"{where} is unavailable: {error.orig}") from error

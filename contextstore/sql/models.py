@@ -1,0 +1,169 @@
+"""SQLAlchemy models: the schema as Python sees it.
+
+Alembic migrations (``contextstore/migrations``) are the only way a schema is made; these
+models mirror them so ``alembic check`` reports no drift. Dialect-specific DDL — triggers and
+trigger functions — lives only in the migrations. Check constraints are declared here too, as
+documentation and for ``create_all`` in throwaway experiments, with the same names.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from contextstore.sql.types import UTCDateTime
+
+# Named constraints and indexes, so migrations can refer to them on every dialect.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+# SQLite autoincrements only an ``INTEGER PRIMARY KEY``; PostgreSQL gets a 64-bit identity.
+BigIntegerId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+ENTITY_ID_LENGTH = 255
+
+# Portable SQL for the rules of contextstore.lessons.validate_record. ``substr``/``length``
+# rather than LIKE, because SQLite's LIKE is case-insensitive ('TAG:x' must be refused).
+STATUS_CHECK = "status IN ('proposed', 'active', 'retired', 'superseded')"
+SEVERITY_CHECK = "severity IN ('critical', 'warning', 'info')"
+ENTITY_ID_CHECK = (
+    "entity_id <> '' AND substr(entity_id, 1, 1) <> '.' "
+    "AND substr(entity_id, length(entity_id), 1) <> '.' AND entity_id NOT LIKE '%..%'"
+)
+SUPERSEDED_CHECK = (
+    "(status = 'superseded' AND superseded_by IS NOT NULL AND superseded_by <> entity_id) "
+    "OR (status <> 'superseded' AND superseded_by IS NULL)"
+)
+SCOPE_KEY_CHECK = (
+    "(substr(scope_key, 1, 4) = 'tag:' AND length(scope_key) > 4) "
+    "OR (substr(scope_key, 1, 3) = 'id:' AND length(scope_key) > 3)"
+)
+# Bytes, not characters: PostgreSQL counts them with octet_length; SQLite by casting the
+# (UTF-8) text to a blob.
+INJECTION_FORM_CHECK = {
+    "postgresql": "octet_length(injection_form) <= 320",
+    "sqlite": "length(CAST(injection_form AS BLOB)) <= 320",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class LessonRow(Base):
+    """``lessons``: one durable lesson; ``entity_id`` and ``created_at`` never change."""
+
+    __tablename__ = "lessons"
+
+    entity_id: Mapped[str] = mapped_column(sa.String(ENTITY_ID_LENGTH), primary_key=True)
+    status: Mapped[str] = mapped_column(
+        sa.String(16), nullable=False, server_default=sa.text("'proposed'")
+    )
+    severity: Mapped[str] = mapped_column(
+        sa.String(16), nullable=False, server_default=sa.text("'info'")
+    )
+    created_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), nullable=False, server_default=sa.func.current_timestamp()
+    )
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), nullable=False, server_default=sa.func.current_timestamp()
+    )
+    summary: Mapped[str] = mapped_column(sa.Text(), nullable=False, server_default=sa.text("''"))
+    detail: Mapped[str] = mapped_column(sa.Text(), nullable=False, server_default=sa.text("''"))
+    injection_form: Mapped[str] = mapped_column(sa.Text(), nullable=False)
+    superseded_by: Mapped[str | None] = mapped_column(
+        sa.String(ENTITY_ID_LENGTH), sa.ForeignKey("lessons.entity_id"), nullable=True
+    )
+    evidence: Mapped[Any] = mapped_column(sa.JSON(), nullable=False, server_default=sa.text("'{}'"))
+
+    __table_args__ = (
+        sa.CheckConstraint(STATUS_CHECK, name="ck_lessons_status"),
+        sa.CheckConstraint(SEVERITY_CHECK, name="ck_lessons_severity"),
+        sa.CheckConstraint(ENTITY_ID_CHECK, name="ck_lessons_entity_id"),
+        sa.CheckConstraint(SUPERSEDED_CHECK, name="ck_lessons_superseded_by"),
+        sa.CheckConstraint(
+            INJECTION_FORM_CHECK["postgresql"], name="ck_lessons_injection_form_size"
+        ).ddl_if(dialect="postgresql"),
+        sa.CheckConstraint(
+            INJECTION_FORM_CHECK["sqlite"], name="ck_lessons_injection_form_size"
+        ).ddl_if(dialect="sqlite"),
+        sa.Index("ix_lessons_status", "status"),
+        sa.Index("ix_lessons_superseded_by", "superseded_by"),
+    )
+
+
+class LessonScopeRow(Base):
+    """``lesson_scopes``: one applies-to key of a lesson; ``position`` keeps the list order."""
+
+    __tablename__ = "lesson_scopes"
+
+    lesson_id: Mapped[str] = mapped_column(
+        sa.String(ENTITY_ID_LENGTH),
+        sa.ForeignKey("lessons.entity_id", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    scope_key: Mapped[str] = mapped_column(sa.Text(), primary_key=True)
+    position: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+
+    __table_args__ = (
+        sa.CheckConstraint(SCOPE_KEY_CHECK, name="ck_lesson_scopes_scope_key"),
+        # The candidate lookup: ``scope_key IN (...)`` → lesson ids, without touching the table.
+        sa.Index("ix_lesson_scopes_scope_key", "scope_key", "lesson_id"),
+    )
+
+
+class LessonEventRow(Base):
+    """``lesson_events``: the audit trail, written only by database triggers.
+
+    ``event`` is ``insert``, ``status`` or ``delete``; ``old_status``/``new_status`` are null
+    where they do not apply. No foreign key, so a deleted lesson's history stays.
+    """
+
+    __tablename__ = "lesson_events"
+
+    id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True, autoincrement=True)
+    lesson_id: Mapped[str] = mapped_column(sa.String(ENTITY_ID_LENGTH), nullable=False)
+    event: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    old_status: Mapped[str | None] = mapped_column(sa.String(16), nullable=True)
+    new_status: Mapped[str | None] = mapped_column(sa.String(16), nullable=True)
+    occurred_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), nullable=False, server_default=sa.func.current_timestamp()
+    )
+
+    __table_args__ = (sa.Index("ix_lesson_events_lesson_id", "lesson_id", "id"),)
+
+
+class QueryMetricRow(Base):
+    """``query_metrics``: one row per engine run (see ``contextstore.metrics.QueryMetric``)."""
+
+    __tablename__ = "query_metrics"
+
+    id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True, autoincrement=True)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime(), nullable=False)
+    namespace: Mapped[str] = mapped_column(sa.String(128), nullable=False)
+    worker: Mapped[str] = mapped_column(sa.String(128), nullable=False)
+    query_hash: Mapped[str] = mapped_column(sa.String(32), nullable=False)
+    query: Mapped[str | None] = mapped_column(sa.Text(), nullable=True)
+    complexity: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    intent: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    budget: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+    context_length: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+    chunk_count: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+    lessons_matched: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+    lessons_included: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+    response_ms: Mapped[float] = mapped_column(sa.Float(), nullable=False)
+    guard_passed: Mapped[bool] = mapped_column(sa.Boolean(), nullable=False)
+    guard_warnings: Mapped[list[str]] = mapped_column(sa.JSON(), nullable=False)
+    cache_hit: Mapped[bool] = mapped_column(sa.Boolean(), nullable=False)
+
+    __table_args__ = (
+        sa.Index("ix_query_metrics_namespace_recorded_at", "namespace", "recorded_at"),
+        sa.Index("ix_query_metrics_recorded_at", "recorded_at"),
+    )

@@ -1,0 +1,536 @@
+"""``LessonRepository``: lessons in SQL (SPEC §2.3), one transaction per public method.
+
+Session pattern: ``LessonRepository(engine)`` opens and commits its own transaction for every
+public method, so ``store.lessons.add(record)`` just works. To make lesson writes part of a
+larger unit of work, ``repository.using(session)`` returns a repository that runs inside the
+caller's ``Session``: each write is wrapped in a SAVEPOINT (a refused write leaves the
+caller's transaction usable), flushed, and committed only when the caller commits.
+
+Every write validates first (``contextstore.lessons.validate_record``) and raises
+``ValidationError`` naming the field before touching the database; constraint violations the
+database still finds are translated the same way. A missing lesson raises ``NotFoundError``.
+The audit rows in ``lesson_events`` are written by database triggers, not by this class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Final, cast
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
+
+from contextstore.errors import NotFoundError, ValidationError
+from contextstore.lessons import (
+    SEVERITIES,
+    STATUSES,
+    LessonRecord,
+    read_jsonl,
+    validate_entity_id,
+    validate_record,
+    validate_scope_key,
+    write_jsonl,
+)
+from contextstore.matching import Lesson, Scope, lookup_keys
+from contextstore.sql.database import read_only, translate_errors
+from contextstore.sql.models import LessonEventRow, LessonRow, LessonScopeRow
+
+Clock = Callable[[], datetime]
+# Aliases, because inside LessonRepository the name ``list`` is the method.
+Records = list[LessonRecord]
+Lessons = list[Lesson]
+
+LESSONS: Final = cast(sa.Table, LessonRow.__table__)
+SCOPES: Final = cast(sa.Table, LessonScopeRow.__table__)
+EVENTS: Final = cast(sa.Table, LessonEventRow.__table__)
+
+# Scope keys are fetched for this many lessons per query (bind-parameter limits).
+_CHUNK = 500
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class LessonEvent:
+    """One audit row: ``event`` is ``insert``, ``status`` or ``delete``."""
+
+    id: int
+    lesson_id: str
+    event: str
+    old_status: str | None
+    new_status: str | None
+    occurred_at: datetime
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    """What an import did: lessons ``added``, ``updated``, and left ``unchanged``."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+    @property
+    def total(self) -> int:
+        """Records in the import."""
+        return self.added + self.updated + self.unchanged
+
+    @property
+    def written(self) -> int:
+        """Records that changed the database (added or updated)."""
+        return self.added + self.updated
+
+
+Events = list[LessonEvent]
+
+
+class LessonRepository:
+    """Lessons in SQL; implements ``LessonSource`` (``candidates``) for the engine."""
+
+    def __init__(
+        self, engine: sa.Engine, *, clock: Clock = utc_now, session: Session | None = None
+    ) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._session = session
+
+    def using(self, session: Session) -> LessonRepository:
+        """This repository joined to the caller's ``session`` (the caller commits)."""
+        return LessonRepository(self._engine, clock=self._clock, session=session)
+
+    # -- transactions -----------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with translate_errors(self._engine.url):
+            if self._session is not None:
+                with self._session.begin_nested():
+                    yield self._session
+                    self._session.flush()
+                return
+            with Session(self._engine) as session, session.begin():
+                yield session
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with translate_errors(self._engine.url):
+            if self._session is not None:
+                yield self._session
+                return
+            with Session(read_only(self._engine)) as session, session.begin():
+                yield session
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def get(self, entity_id: str) -> LessonRecord:
+        """The lesson ``entity_id``; ``NotFoundError`` when there is none."""
+        with self._read() as session:
+            return _require(session, entity_id)
+
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        severity: str | None = None,
+        key: str | None = None,
+        tag: str | None = None,
+        limit: int | None = None,
+    ) -> Records:
+        """Lessons ordered by entity_id, filtered by exact status, severity and scope key.
+
+        ``tag="x"`` is shorthand for ``key="tag:x"``; giving both requires both. ``limit`` of
+        ``None`` means all; a negative limit is refused.
+        """
+        if status is not None and status not in STATUSES:
+            raise ValidationError("status", f"{status!r} is not one of {', '.join(STATUSES)}")
+        if severity is not None and severity not in SEVERITIES:
+            raise ValidationError("severity", f"{severity!r} is not one of {', '.join(SEVERITIES)}")
+        keys = [validate_scope_key(k) for k in (key, None if tag is None else f"tag:{tag}") if k]
+        if limit is not None and limit < 0:
+            raise ValidationError("limit", f"must be zero or more, not {limit}")
+        query = sa.select(LESSONS).limit(limit)
+        if status is not None:
+            query = query.where(LESSONS.c.status == status)
+        if severity is not None:
+            query = query.where(LESSONS.c.severity == severity)
+        for scope_key in keys:
+            query = query.where(
+                LESSONS.c.entity_id.in_(
+                    sa.select(SCOPES.c.lesson_id).where(SCOPES.c.scope_key == scope_key)
+                )
+            )
+        with self._read() as session:
+            return _load(session, query)
+
+    def export_records(self) -> Records:
+        """Every lesson, ordered by entity_id."""
+        return self.list()
+
+    def export_jsonl(self) -> Iterator[str]:
+        """Every lesson as a JSON line (``write_jsonl``), ordered by entity_id."""
+        return write_jsonl(self.export_records())
+
+    def history(self, entity_id: str | None = None) -> Events:
+        """Audit rows, oldest first; for one lesson (even a deleted one) or for all."""
+        query = sa.select(EVENTS).order_by(EVENTS.c.id)
+        if entity_id is not None:
+            query = query.where(EVENTS.c.lesson_id == entity_id)
+        with self._read() as session:
+            return [LessonEvent(**row._mapping) for row in session.execute(query)]
+
+    def candidates(self, scope: Scope) -> Lessons:
+        """Active lessons sharing a key with ``lookup_keys(scope)``, ordered by entity_id.
+
+        One statement driven by ``ix_lesson_scopes_scope_key`` (``scope_key IN (...)``), the
+        lessons then fetched by primary key, never by scanning ``lessons`` for a selective
+        scope. An empty scope has no keys and returns ``[]`` without a query.
+        """
+        keys = sorted(lookup_keys(scope))
+        if not keys:
+            return []
+        by_key = sa.select(SCOPES.c.lesson_id).where(SCOPES.c.scope_key.in_(keys))
+        query = sa.select(LESSONS).where(
+            LESSONS.c.status == "active", LESSONS.c.entity_id.in_(by_key)
+        )
+        with self._read() as session:
+            return [record.to_lesson() for record in _load(session, query)]
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def add(self, record: LessonRecord) -> LessonRecord:
+        """Insert a new lesson and return it as stored.
+
+        ``created_at`` defaults to now (UTC) and an explicit one is kept; ``updated_at``
+        defaults to ``created_at``. An existing entity_id is refused (``entity_id``); a
+        ``superseded_by`` naming no lesson is refused (``superseded_by``).
+        """
+        record = _stamped(validate_record(record), self._clock())
+        with self._write() as session:
+            if _fetch(session, [record.entity_id]):
+                raise ValidationError("entity_id", f"lesson {record.entity_id!r} already exists")
+            _check_reference(session, record)
+            _insert(session, record)
+        return record
+
+    def update(
+        self,
+        entity_id: str,
+        *,
+        summary: str | _Unset = UNSET,
+        detail: str | _Unset = UNSET,
+        injection_form: str | _Unset = UNSET,
+        severity: str | _Unset = UNSET,
+        applies_to: Sequence[str] | _Unset = UNSET,
+        evidence: Any = UNSET,
+    ) -> LessonRecord:
+        """Change content fields; ``updated_at`` is always bumped, ``created_at`` never moves.
+
+        Status has its own methods (``activate``, ``retire``, ``supersede``).
+        """
+        given: dict[str, Any] = {
+            "summary": summary,
+            "detail": detail,
+            "injection_form": injection_form,
+            "severity": severity,
+            "applies_to": applies_to,
+            "evidence": evidence,
+        }
+        changes = {name: value for name, value in given.items() if value is not UNSET}
+        if "applies_to" in changes and not isinstance(changes["applies_to"], str):
+            changes["applies_to"] = tuple(changes["applies_to"])
+        with self._write() as session:
+            current = _require(session, entity_id)
+            updated = validate_record(replace(current, **changes, updated_at=self._clock()))
+            _update(session, current, updated)
+        return updated
+
+    def activate(self, entity_id: str) -> LessonRecord:
+        """Make a lesson active (from any status; a superseded one loses ``superseded_by``).
+
+        Already active: nothing is written and ``updated_at`` stays.
+        """
+        return self._set_status(entity_id, "active")
+
+    def retire(self, entity_id: str) -> LessonRecord:
+        """Retire a lesson (kept, never matched). Already retired: nothing is written."""
+        return self._set_status(entity_id, "retired")
+
+    def supersede(self, old_id: str, new_id: str) -> LessonRecord:
+        """Mark ``old_id`` superseded by ``new_id`` and return the old lesson.
+
+        ``new_id`` must exist (``NotFoundError``) and must not be retired or superseded
+        itself (``ValidationError("superseded_by")``); a proposed replacement is activated in
+        the same transaction, so guidance never disappears between the two steps.
+        """
+        if old_id == new_id:
+            raise ValidationError("superseded_by", "a lesson cannot supersede itself")
+        now = self._clock()
+        with self._write() as session:
+            old = _require(session, old_id)
+            new = _require(session, new_id, field="superseded_by")
+            if new.status in ("retired", "superseded"):
+                raise ValidationError(
+                    "superseded_by", f"lesson {new_id!r} is {new.status} and cannot replace another"
+                )
+            if new.status == "proposed":
+                _update(session, new, replace(new, status="active", updated_at=now))
+            result = validate_record(
+                replace(old, status="superseded", superseded_by=new_id, updated_at=now)
+            )
+            _update(session, old, result)
+        return result
+
+    def delete(self, entity_id: str) -> None:
+        """Delete a lesson and its scope keys (its audit history stays).
+
+        Refused (``ValidationError("entity_id")``) while other lessons are superseded by it.
+        """
+        with self._write() as session:
+            _require(session, entity_id)
+            referrers = list(
+                session.scalars(
+                    sa.select(LESSONS.c.entity_id)
+                    .where(LESSONS.c.superseded_by == entity_id)
+                    .order_by(LESSONS.c.entity_id)
+                )
+            )
+            if referrers:
+                raise ValidationError(
+                    "entity_id",
+                    f"lesson {entity_id!r} supersedes {', '.join(referrers)}; "
+                    "delete or re-point those first",
+                )
+            session.execute(sa.delete(SCOPES).where(SCOPES.c.lesson_id == entity_id))
+            session.execute(sa.delete(LESSONS).where(LESSONS.c.entity_id == entity_id))
+
+    def import_jsonl(self, lines: Iterable[str]) -> ImportSummary:
+        """Import JSON Lines (``read_jsonl``); all or nothing. See ``import_records``."""
+        return self.import_records(list(read_jsonl(lines)))
+
+    def import_records(self, records: Iterable[LessonRecord]) -> ImportSummary:
+        """Insert or update lessons so they equal ``records``, in one transaction.
+
+        Round-trips ``export_records`` exactly, timestamps included. A record identical to the
+        stored lesson changes nothing (no write, no audit row, same ``updated_at``). A
+        different ``created_at`` for an existing lesson is refused (it is immutable); a
+        missing one keeps the stored value. The same entity_id twice in one import is
+        refused. Any refusal leaves the database untouched.
+        """
+        batch = [validate_record(record) for record in records]
+        seen: set[str] = set()
+        for record in batch:
+            if record.entity_id in seen:
+                raise ValidationError(
+                    "entity_id", f"{record.entity_id!r} appears more than once in the import"
+                )
+            seen.add(record.entity_id)
+        now = self._clock()
+        added = updated = unchanged = 0
+        with self._write() as session:
+            stored = {r.entity_id: r for r in _fetch(session, [r.entity_id for r in batch])}
+            inserts: Records = []
+            updates: list[tuple[LessonRecord, LessonRecord]] = []
+            for record in batch:
+                current = stored.get(record.entity_id)
+                if current is None:
+                    inserts.append(_stamped(record, now))
+                    continue
+                wanted = _merged(current, record, now)
+                if wanted == current:
+                    unchanged += 1
+                else:
+                    updates.append((current, wanted))
+            for record in _referents_first(inserts):
+                _check_reference(session, record)
+                _insert(session, record)
+                added += 1
+            for current, wanted in updates:
+                _check_reference(session, wanted)
+                _update(session, current, wanted)
+                updated += 1
+        return ImportSummary(added=added, updated=updated, unchanged=unchanged)
+
+    def _set_status(self, entity_id: str, status: str) -> LessonRecord:
+        with self._write() as session:
+            current = _require(session, entity_id)
+            if current.status == status:
+                return current
+            result = validate_record(
+                replace(current, status=status, superseded_by=None, updated_at=self._clock())
+            )
+            _update(session, current, result)
+        return result
+
+
+# -- row mapping (module level: they take the session explicitly) -------------------------------
+
+
+def _stamped(record: LessonRecord, now: datetime) -> LessonRecord:
+    created = record.created_at or now
+    return replace(record, created_at=created, updated_at=record.updated_at or created)
+
+
+def _merged(current: LessonRecord, record: LessonRecord, now: datetime) -> LessonRecord:
+    """What ``record`` asks the stored ``current`` to become (missing timestamps kept)."""
+    if record.created_at is not None and record.created_at != current.created_at:
+        raise ValidationError(
+            "created_at",
+            f"lesson {record.entity_id!r} was created at {current.created_at}; "
+            "created_at is immutable",
+        )
+    wanted = replace(record, created_at=current.created_at, updated_at=current.updated_at)
+    if wanted == current:
+        return current
+    return replace(wanted, updated_at=record.updated_at or now)
+
+
+def _referents_first(records: Records) -> Records:
+    """Order inserts so a lesson comes after the lesson it is superseded by."""
+    pending = {r.entity_id: r for r in records}
+    ordered: Records = []
+    placing: set[str] = set()
+
+    def place(record: LessonRecord) -> None:
+        if record.entity_id not in pending:
+            return
+        if record.entity_id in placing:
+            raise ValidationError(
+                "superseded_by", f"lesson {record.entity_id!r} is in a supersede cycle"
+            )
+        placing.add(record.entity_id)
+        target = pending.get(record.superseded_by or "")
+        if target is not None:
+            place(target)
+        placing.discard(record.entity_id)
+        ordered.append(pending.pop(record.entity_id))
+
+    for record in records:
+        place(record)
+    return ordered
+
+
+def _require(session: Session, entity_id: str, field: str = "entity_id") -> LessonRecord:
+    validate_entity_id(entity_id, field)
+    found = _fetch(session, [entity_id])
+    if not found:
+        raise NotFoundError(f"{field}: no lesson {entity_id!r}")
+    return found[0]
+
+
+def _check_reference(session: Session, record: LessonRecord) -> None:
+    if record.superseded_by is not None and not _fetch(session, [record.superseded_by]):
+        raise ValidationError("superseded_by", f"no lesson {record.superseded_by!r}")
+
+
+def _fetch(session: Session, ids: Sequence[str]) -> Records:
+    """The stored lessons among ``ids`` (absent ones skipped), ordered by entity_id.
+
+    Looked up by primary key in chunks, so a long list never exceeds bind-parameter limits.
+    """
+    records: Records = []
+    unique = sorted(set(ids))
+    for start in range(0, len(unique), _CHUNK):
+        query = sa.select(LESSONS).where(LESSONS.c.entity_id.in_(unique[start : start + _CHUNK]))
+        records.extend(_load(session, query))
+    return records
+
+
+def _by_code_point(session: Session) -> sa.ColumnElement[str]:
+    """entity_id ordered by code point, as the matcher orders ties (PostgreSQL: "C")."""
+    bind = session.get_bind()
+    if bind.dialect.name == "postgresql":
+        return LESSONS.c.entity_id.collate("C")
+    return LESSONS.c.entity_id  # SQLite's BINARY collation already compares code points
+
+
+def _load(session: Session, query: sa.Select[Any]) -> Records:
+    """Records for the ``lessons`` rows ``query`` selects, ordered by entity_id (code point),
+    each with its scope keys in their stored order."""
+    rows = session.execute(query.order_by(_by_code_point(session))).all()
+    keys: dict[str, list[str]] = {row.entity_id: [] for row in rows}
+    ids = list(keys)
+    for start in range(0, len(ids), _CHUNK):
+        scope_rows = session.execute(
+            sa.select(SCOPES.c.lesson_id, SCOPES.c.scope_key)
+            .where(SCOPES.c.lesson_id.in_(ids[start : start + _CHUNK]))
+            .order_by(SCOPES.c.lesson_id, SCOPES.c.position)
+        )
+        for lesson_id, scope_key in scope_rows:
+            keys[lesson_id].append(scope_key)
+    return [
+        LessonRecord(
+            entity_id=row.entity_id,
+            status=row.status,
+            severity=row.severity,
+            injection_form=row.injection_form,
+            applies_to=tuple(keys[row.entity_id]),
+            summary=row.summary,
+            detail=row.detail,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            superseded_by=row.superseded_by,
+            evidence=row.evidence,
+        )
+        for row in rows
+    ]
+
+
+def _columns(record: LessonRecord) -> dict[str, Any]:
+    return {
+        "status": record.status,
+        "severity": record.severity,
+        "updated_at": record.updated_at,
+        "summary": record.summary,
+        "detail": record.detail,
+        "injection_form": record.injection_form,
+        "superseded_by": record.superseded_by,
+        "evidence": record.evidence,
+    }
+
+
+def _insert(session: Session, record: LessonRecord) -> None:
+    session.execute(
+        sa.insert(LESSONS).values(
+            entity_id=record.entity_id, created_at=record.created_at, **_columns(record)
+        )
+    )
+    _insert_keys(session, record)
+
+
+def _insert_keys(session: Session, record: LessonRecord) -> None:
+    if record.applies_to:
+        session.execute(
+            sa.insert(SCOPES),
+            [
+                {"lesson_id": record.entity_id, "scope_key": key, "position": position}
+                for position, key in enumerate(record.applies_to)
+            ],
+        )
+
+
+def _update(session: Session, current: LessonRecord, wanted: LessonRecord) -> None:
+    """Write ``wanted`` over ``current``: only the lessons row, plus keys if they changed.
+
+    ``entity_id`` and ``created_at`` are never in the SET list (the trigger would refuse).
+    """
+    session.execute(
+        sa.update(LESSONS)
+        .where(LESSONS.c.entity_id == current.entity_id)
+        .values(**_columns(wanted))
+    )
+    if wanted.applies_to != current.applies_to:
+        session.execute(sa.delete(SCOPES).where(SCOPES.c.lesson_id == current.entity_id))
+        _insert_keys(session, wanted)

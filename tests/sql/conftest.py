@@ -1,0 +1,88 @@
+"""SQL fixtures: every test body runs on SQLite (a temporary file) and on PostgreSQL.
+
+PostgreSQL runs when ``CONTEXTSTORE_TEST_POSTGRES_URL`` is set: each test gets a schema of its
+own inside the session's database (``search_path`` set through the URL), so tests never see
+each other's rows and a migration test can start from nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from contextstore.sql.database import create_database_engine, migrate
+from contextstore.sql.repository import LessonRepository
+
+DIALECTS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=DIALECTS)
+def empty_database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """The URL of an empty, never-migrated database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('sql') / 'lessons.db'}"
+        return
+    server_url: str = request.getfixturevalue("postgres_server_url")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(server_url)
+    with admin.begin() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    url = sa.make_url(server_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture
+def database_url(empty_database_url: str) -> str:
+    """The URL of a fresh database migrated to head."""
+    migrate(empty_database_url)
+    return empty_database_url
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[sa.Engine]:
+    engine = create_database_engine(database_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+class TickingClock:
+    """A clock that moves one millisecond forward each time it is read."""
+
+    def __init__(self, start: datetime = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)):
+        self.now = start
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+@pytest.fixture
+def clock() -> TickingClock:
+    return TickingClock()
+
+
+@pytest.fixture
+def repo(engine: sa.Engine, clock: TickingClock) -> LessonRepository:
+    return LessonRepository(engine, clock=clock)
+
+
+def counts(engine: sa.Engine) -> tuple[int, int, int]:
+    """(lessons, lesson_scopes, lesson_events) row counts: to prove nothing was written."""
+    with engine.connect() as connection:
+        return tuple(
+            connection.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one()
+            for table in ("lessons", "lesson_scopes", "lesson_events")
+        )
