@@ -1,0 +1,147 @@
+"""contextstore: one shared, durable context layer for fleets of LLM agents.
+
+Every public name (SPEC §5) is importable from here; the modules they come from are listed
+in the README's API map.
+"""
+
+from contextstore.adaptive.base import Sample, Windows, WindowSummary
+from contextstore.adaptive.memory import MemoryWindows
+from contextstore.adaptive.system import AdaptiveLearningSystem
+from contextstore.analysis import (
+    BudgetAllocationStrategy,
+    ComplexityBasedAllocation,
+    EqualBudgetAllocation,
+    QueryAnalysis,
+    QueryComplexity,
+    QueryIntent,
+    RuleBasedQueryAnalyzer,
+    WeightedBudgetAllocation,
+)
+from contextstore.budget import (
+    BudgetAllocation,
+    CharTokenCounter,
+    ContextAssembler,
+    ContextBudget,
+    ContextSources,
+    PreparedContext,
+    TiktokenCounter,
+    TokenCounter,
+    default_token_counter,
+)
+from contextstore.cache.base import ContextCache, make_key
+from contextstore.cache.memory import MemoryContextCache
+from contextstore.compose import Chunk, ComposedContext, compose_context
+from contextstore.config import (
+    AnalyzerConfig,
+    CacheConfig,
+    ContextEngineConfig,
+    GuardConfig,
+    LessonConfig,
+    RetrievalConfig,
+)
+from contextstore.embedding import HashingEmbedder
+from contextstore.engine import ContextEngine, ContextResult
+from contextstore.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    ContextStoreError,
+    NotFoundError,
+    ValidationError,
+)
+from contextstore.guard import ContextGuard
+from contextstore.lessons import InMemoryLessons, LessonRecord, LessonSource
+from contextstore.matching import (
+    DEFAULT_BYTE_BUDGET,
+    DEFAULT_K,
+    MAX_K,
+    Lesson,
+    MatchedLesson,
+    MatchOptions,
+    MatchResult,
+    Scope,
+    match,
+    render_lesson_block,
+)
+from contextstore.metrics import MemoryMetrics, MetricsSink, QueryMetric
+from contextstore.redis.cache import RedisContextCache
+from contextstore.redis.windows import RedisWindows
+from contextstore.retrieval import InMemoryRetriever, Retriever
+from contextstore.sql.database import migrate
+from contextstore.sql.metrics import MetricsReport, MetricsRepository
+from contextstore.sql.repository import LessonRepository
+from contextstore.store import Store, connect
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_BYTE_BUDGET",
+    "DEFAULT_K",
+    "MAX_K",
+    "AdaptiveLearningSystem",
+    "AnalyzerConfig",
+    "BackendUnavailableError",
+    "BudgetAllocation",
+    "BudgetAllocationStrategy",
+    "CacheConfig",
+    "CharTokenCounter",
+    "Chunk",
+    "ComplexityBasedAllocation",
+    "ComposedContext",
+    "ConfigurationError",
+    "ContextAssembler",
+    "ContextBudget",
+    "ContextCache",
+    "ContextEngine",
+    "ContextEngineConfig",
+    "ContextGuard",
+    "ContextResult",
+    "ContextSources",
+    "ContextStoreError",
+    "EqualBudgetAllocation",
+    "GuardConfig",
+    "HashingEmbedder",
+    "InMemoryLessons",
+    "InMemoryRetriever",
+    "Lesson",
+    "LessonConfig",
+    "LessonRecord",
+    "LessonRepository",
+    "LessonSource",
+    "MatchOptions",
+    "MatchResult",
+    "MatchedLesson",
+    "MemoryContextCache",
+    "MemoryMetrics",
+    "MemoryWindows",
+    "MetricsReport",
+    "MetricsRepository",
+    "MetricsSink",
+    "NotFoundError",
+    "PreparedContext",
+    "QueryAnalysis",
+    "QueryComplexity",
+    "QueryIntent",
+    "QueryMetric",
+    "RedisContextCache",
+    "RedisWindows",
+    "RetrievalConfig",
+    "Retriever",
+    "RuleBasedQueryAnalyzer",
+    "Sample",
+    "Scope",
+    "Store",
+    "TiktokenCounter",
+    "TokenCounter",
+    "ValidationError",
+    "WeightedBudgetAllocation",
+    "WindowSummary",
+    "Windows",
+    "__version__",
+    "compose_context",
+    "connect",
+    "default_token_counter",
+    "make_key",
+    "match",
+    "migrate",
+    "render_lesson_block",
+]

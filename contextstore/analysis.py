@@ -20,6 +20,7 @@ from contextstore.analysis_lexicon import (
     YES_NO_PREFIXES,
 )
 from contextstore.config import AnalyzerConfig
+from contextstore.text import fold_arabic
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +58,6 @@ class QueryAnalysis:
 
 MAX_KEYWORDS: Final = 12
 
-_DIACRITICS = re.compile("[\u064b-\u0652]")
-_ALEF_FORMS = str.maketrans({"إ": "ا", "أ": "ا", "آ": "ا"})
 _SPACES = re.compile(r"\s+")
 _ARABIC_CHAR = re.compile("[\u0600-\u06ff]")
 
@@ -82,7 +81,7 @@ def normalize_query(query: str) -> str:
     Any run of Unicode whitespace becomes one ASCII space. Case is kept (matching lowercases
     where it needs to). ``""`` and all-whitespace input give ``""``.
     """
-    without_marks = _DIACRITICS.sub("", query).translate(_ALEF_FORMS)
+    without_marks = fold_arabic(query)
     return _SPACES.sub(" ", without_marks).strip()
 
 

@@ -94,17 +94,21 @@ class ContextEngineConfig:
 
     def __post_init__(self) -> None:
         if self.template not in TEMPLATES:
+            choices = ", ".join(TEMPLATES)
             raise ConfigurationError(
-                f"template: unknown template {self.template!r}; choose one of {', '.join(TEMPLATES)}"
+                f"template: unknown template {self.template!r}; choose one of {choices}"
             )
-        if not self.namespace or any(c in self.namespace for c in "{}"):
+        # Braces would break the Redis hash tag; 128 is the width of the metrics column.
+        if not 0 < len(self.namespace) <= 128 or any(c in self.namespace for c in "{}"):
             raise ConfigurationError(
-                f"namespace: {self.namespace!r} must be non-empty and contain no braces"
+                f"namespace: {self.namespace!r} must be 1 to 128 characters with no braces"
             )
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> ContextEngineConfig:
-        """Read ``CONTEXTSTORE_DATABASE_URL``, ``CONTEXTSTORE_REDIS_URL``, ``CONTEXTSTORE_NAMESPACE``.
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: object
+    ) -> ContextEngineConfig:
+        """Read the three ``CONTEXTSTORE_*`` variables: database URL, Redis URL, namespace.
 
         Unset or empty variables keep the defaults: a SQLite file in the working directory,
         in-process memory instead of Redis, namespace ``default``.

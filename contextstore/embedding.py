@@ -27,20 +27,23 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
+import numpy.typing as npt
 from numpy.typing import NDArray
 
 from contextstore.errors import ValidationError
+from contextstore.text import fold_arabic
 
 __all__ = ["DEFAULT_DIM", "HashingEmbedder", "normalize_text"]
 
 DEFAULT_DIM = 256
 
+EmbedFn = Callable[[str], npt.ArrayLike]
+"""Text → 1-D vector (anything ``numpy.asarray`` accepts); ``HashingEmbedder`` is one."""
+
 _WORD = re.compile(r"[\w\u0600-\u06FF]+")
-_DIACRITICS = re.compile(r"[\u064B-\u0652]")
-_ALEF_FOLD = str.maketrans({"إ": "ا", "أ": "ا", "آ": "ا"})
 _WORD_WEIGHT = 1.0
 _GRAM_WEIGHT = 0.5
 # Distinct words seen by one embedder; past this the cache is dropped and rebuilt, which
@@ -55,7 +58,7 @@ def normalize_text(text: str) -> str:
     and without tashkeel meet on the same features. Never raises; lone surrogates pass
     through unchanged.
     """
-    return _DIACRITICS.sub("", text.lower()).translate(_ALEF_FOLD)
+    return fold_arabic(text.lower())
 
 
 def _stable_hash(feature: str) -> int:

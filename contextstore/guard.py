@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
 
@@ -17,10 +16,10 @@ import numpy.typing as npt
 
 from contextstore.analysis import QueryAnalysis
 from contextstore.config import ContextEngineConfig, GuardConfig
+from contextstore.embedding import EmbedFn
 
 logger = logging.getLogger(__name__)
 
-EmbedFn = Callable[[str], npt.ArrayLike]
 
 # A citation marker written by compose_context (any template) or the chunk separator. The
 # original's regex also accepted a bare ``[:`` by accident; that is deliberately not here.

@@ -36,7 +36,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Protocol, runtime_checkable
@@ -46,7 +46,9 @@ from numpy.typing import NDArray
 
 from contextstore.analysis import QueryAnalysis
 from contextstore.compose import Chunk
+from contextstore.embedding import EmbedFn
 from contextstore.errors import ValidationError
+from contextstore.text import fold_arabic
 
 __all__ = [
     "DEFAULT_PASSAGE_CHARS",
@@ -59,14 +61,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-EmbedFn = Callable[[str], Any]
-"""Text → 1-D vector (anything ``numpy.asarray`` accepts); ``HashingEmbedder`` is one."""
 
 DEFAULT_PASSAGE_CHARS = 800
 
 _TOKEN = re.compile(r"[\w\u0600-\u06FF]{2,}")
-_DIACRITICS = re.compile(r"[\u064B-\u0652]")
-_ALEF_FOLD = str.maketrans({"إ": "ا", "أ": "ا", "آ": "ا"})
 # The Arabic definite article and the conjunction/preposition clitics written onto it. Without
 # this light stemming "الاسترداد" (the refund) and "استرداد" (a refund) never meet.
 _ARABIC_PREFIXES = ("وال", "بال", "كال", "فال", "لل", "ال")
@@ -77,7 +75,7 @@ _SENTENCE_END = re.compile(r"(?<=\D[.!?؟।])\s+")
 
 def _normalize(text: str) -> str:
     # Mirrors the analyzer's normalisation (SPEC §1.3) plus lower-casing.
-    return _DIACRITICS.sub("", text.lower()).translate(_ALEF_FOLD)
+    return fold_arabic(text.lower())
 
 
 def _stem(token: str) -> str:

@@ -95,7 +95,9 @@ def cache_harness(request: pytest.FixtureRequest, namespace: str) -> Iterator[Ca
         return RedisContextCache(client, **kwargs)
 
     try:
-        yield CacheHarness(backend, make_redis, time.sleep, real_time=True, extras={"client": client})
+        yield CacheHarness(
+            backend, make_redis, time.sleep, real_time=True, extras={"client": client}
+        )
     finally:
         _drop_namespace(client, namespace)
 

@@ -83,3 +83,15 @@ def redis_url() -> str:
 def namespace() -> str:
     """A namespace no other test (or test run) uses."""
     return unique_name("t")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """In CI (``CONTEXTSTORE_TEST_REQUIRE_SERVICES=1``) a skipped test is a failed test."""
+    outcome = yield
+    report = outcome.get_result()
+    required = os.environ.get("CONTEXTSTORE_TEST_REQUIRE_SERVICES") == "1"
+    if required and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.longrepr = f"skipped in CI, where every service must be reachable: {reason}"

@@ -12,8 +12,7 @@ import sys
 import typer
 
 from contextstore.cli import adaptive, cache, db, demo, fleet, lessons, metrics
-from contextstore.cli.common import console_err
-from contextstore.errors import ContextStoreError
+from contextstore.cli.common import cli_errors, console_err
 
 app = typer.Typer(
     name="contextstore",
@@ -35,12 +34,11 @@ app.add_typer(adaptive.app, name="adaptive")
 
 def main() -> None:
     """Console-script entry point."""
+    # Commands handle their own refusals; this is the backstop so nothing ever ends in a
+    # traceback, whichever command raised.
     try:
-        app()
-    except ContextStoreError as exc:
-        console_err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        sys.exit(1)
-    except (OSError, KeyboardInterrupt) as exc:
-        message = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        console_err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
-        sys.exit(1)
+        with cli_errors():
+            app(standalone_mode=True)
+    except KeyboardInterrupt:
+        console_err.print("[red]error:[/red] interrupted", highlight=False)
+        sys.exit(130)

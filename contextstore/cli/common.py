@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
+import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
+
+from contextstore.errors import ContextStoreError
 
 console = Console()
 console_err = Console(stderr=True)
@@ -17,17 +24,50 @@ def print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
-def table(title: str | None, columns: list[str], rows: list[list[Any]]) -> Table:
-    """A Rich table with numeric-looking columns right-aligned."""
-    result = Table(title=title, title_justify="left", header_style="bold")
+def table(
+    title: str | None, columns: list[str], rows: list[list[Any]], *, flexible: str | None = None
+) -> Table:
+    """A Rich table: numeric columns right-aligned, no cell wrapped onto several lines.
+
+    ``flexible`` names the one column that gives way on a narrow terminal (cut with an
+    ellipsis); every other column keeps its full width.
+    """
+    result = Table(
+        title=title,
+        title_justify="left",
+        header_style="bold",
+    )
+    cells = [[format_cell(cell) for cell in row] for row in rows]
+    widths = [
+        max([len(name), *(len(row[index]) for row in cells)]) for index, name in enumerate(columns)
+    ]
     for index, name in enumerate(columns):
         numeric = bool(rows) and all(
             isinstance(row[index], int | float) and not isinstance(row[index], bool) for row in rows
         )
-        result.add_column(name, justify="right" if numeric else "left")
-    for row in rows:
-        result.add_row(*(format_cell(cell) for cell in row))
+        width = widths[index]
+        if name == flexible:
+            # The flexible column gets what the terminal has left after the fixed ones and
+            # the borders (three characters a column), and never less than 8.
+            others = sum(widths) - width + 3 * len(columns) + 1
+            width = max(8, min(width, console.width - others))
+        result.add_column(
+            name,
+            justify="right" if numeric else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=width,
+            max_width=width,
+        )
+    for row in cells:
+        # Text, not markup: cells hold user data such as "[Source: …]" or "tag:[x]".
+        result.add_row(*(Text(cell) for cell in row))
     return result
+
+
+def percent(fraction: float | None) -> str:
+    """``0.125`` → ``"12.5%"``; ``None`` (nothing measured) → ``"—"``."""
+    return "—" if fraction is None else f"{100.0 * fraction:.1f}%"
 
 
 def format_cell(value: Any) -> str:
@@ -40,3 +80,27 @@ def format_cell(value: Any) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+# Exit statuses: 2 when the command line itself is wrong (a value the CLI cannot parse), as
+# click does for unknown options; 1 when the library refused the request or a service failed.
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def fail(message: str, *, code: int = EXIT_FAILURE) -> NoReturn:
+    """Print ``error: message`` as exactly one line on stderr and exit with ``code``."""
+    # Drivers put newlines in their messages; soft_wrap stops Rich from breaking the line at
+    # the terminal width; escape keeps brackets ("contextstore[plot]") from reading as markup.
+    line = escape(" ".join(message.split()))
+    console_err.print(f"[red]error:[/red] {line}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def cli_errors() -> Iterator[None]:
+    """Turn any refusal or service failure inside the block into one line and exit status 1."""
+    try:
+        yield
+    except (ContextStoreError, OSError, UnicodeDecodeError) as exc:
+        fail(str(exc))

@@ -10,8 +10,7 @@ from typing import Annotated
 
 import typer
 
-from contextstore.cli.common import console
-from contextstore.cli.lessons import cli_errors
+from contextstore.cli.common import cli_errors, console
 from contextstore.cli.options import DatabaseUrl
 from contextstore.config import ContextEngineConfig
 from contextstore.sql.database import current_revision, downgrade, head_revision, migrate

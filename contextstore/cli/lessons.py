@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
-from contextstore.cli.common import console, console_err, print_json, table
+from contextstore.cli.common import cli_errors, console, console_err, print_json, table
 from contextstore.cli.options import DatabaseUrl, Json, open_store
-from contextstore.errors import ContextStoreError
 from contextstore.lessons import LessonRecord, format_timestamp, parse_timestamp
 from contextstore.sql.repository import LessonEvent, LessonRepository
 
@@ -32,17 +30,6 @@ Keys = Annotated[
     list[str] | None,
     typer.Option("--key", "-k", help="Applies-to key, 'tag:<name>' or 'id:<prefix>' (repeatable)"),
 ]
-
-
-@contextmanager
-def cli_errors() -> Iterator[None]:
-    """One red line on stderr and exit status 1 for any refusal, never a traceback."""
-    try:
-        yield
-    except (ContextStoreError, OSError, UnicodeDecodeError) as exc:
-        # soft_wrap: one line however narrow the terminal; escape: messages may hold brackets.
-        console_err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(1) from exc
 
 
 @contextmanager

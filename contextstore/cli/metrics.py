@@ -13,13 +13,21 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from contextstore.cli.common import console, console_err, print_json, table
+from contextstore.cli.common import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    console,
+    console_err,
+    fail,
+    print_json,
+    table,
+)
 from contextstore.cli.options import DatabaseUrl, Json, open_store
 from contextstore.errors import ContextStoreError, ValidationError
 from contextstore.sql.metrics import MetricsFigures, MetricsReport, MetricsRepository
@@ -29,8 +37,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-USAGE_ERROR = 2
-RUNTIME_ERROR = 1
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
@@ -86,7 +92,7 @@ def report(
     start = parse_time("--since", since, now)
     end = parse_time("--until", until, now)
     if start is not None and end is not None and start > end:
-        _fail(f"--since ({_when(start)}) is after --until ({_when(end)})")
+        fail(f"--since ({_when(start)}) is after --until ({_when(end)})", code=EXIT_USAGE)
     bucket_seconds = None if bucket is None else _positive_seconds("--bucket", bucket)
     if plot is not None:
         check_plot_path(plot)
@@ -103,9 +109,9 @@ def report(
             if plot is not None:
                 _draw(repository, result, plot, bucket_seconds, filters, quiet=json_output)
     except ValidationError as exc:
-        _fail(str(exc))
+        fail(str(exc), code=EXIT_USAGE)
     except (ContextStoreError, OSError) as exc:
-        _fail(str(exc), code=RUNTIME_ERROR)
+        fail(str(exc), code=EXIT_FAILURE)
     if json_output:
         print_json(result.as_dict())
         return
@@ -134,7 +140,7 @@ def prune(
     """Delete metrics rows older than a duration (e.g. 30d) or a timestamp; print how many."""
     # Required, but checked here so a missing value is one line like every other error.
     if older_than is None:
-        _fail("--older-than is required, e.g. --older-than 30d")
+        fail("--older-than is required, e.g. --older-than 30d", code=EXIT_USAGE)
     cutoff = parse_time("--older-than", older_than, datetime.now(UTC))
     assert cutoff is not None  # a given value always parses to a time or fails
     try:
@@ -144,9 +150,9 @@ def prune(
             else:
                 deleted = store.metrics.prune(cutoff, namespace=namespace)
     except ValidationError as exc:
-        _fail(str(exc))
+        fail(str(exc), code=EXIT_USAGE)
     except (ContextStoreError, OSError) as exc:
-        _fail(str(exc), code=RUNTIME_ERROR)
+        fail(str(exc), code=EXIT_FAILURE)
     if json_output:
         print_json(
             {
@@ -183,28 +189,31 @@ def parse_time(option: str, text: str | None, now: datetime) -> datetime | None:
     try:
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
-        _fail(f"{option}: expected {TIME_HELP}, got {text!r}")
+        fail(f"{option}: expected {TIME_HELP}, got {text!r}", code=EXIT_USAGE)
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _positive_seconds(option: str, text: str) -> int:
     match = DURATION.match(text)
     if not match or int(match.group(1)) == 0:
-        _fail(f"{option}: expected a positive duration like 5m, 1h or 1d, got {text!r}")
+        fail(
+            f"{option}: expected a positive duration like 5m, 1h or 1d, got {text!r}",
+            code=EXIT_USAGE,
+        )
     return int(match.group(1)) * UNITS[match.group(2).lower()]
 
 
 def check_plot_path(path: Path) -> None:
     """Refuse, before any query runs, a plot path that cannot become a PNG file."""
     if path.suffix.lower() != ".png":
-        _fail(f"--plot: {str(path)!r} must end in .png")
+        fail(f"--plot: {str(path)!r} must end in .png", code=EXIT_USAGE)
     if path.is_dir():
-        _fail(f"--plot: {str(path)!r} is a directory")
+        fail(f"--plot: {str(path)!r} is a directory", code=EXIT_USAGE)
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
-        _fail(f"--plot: directory {str(parent)!r} does not exist")
+        fail(f"--plot: directory {str(parent)!r} does not exist", code=EXIT_USAGE)
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        _fail(f"--plot: {str(path)!r} is not writable")
+        fail(f"--plot: {str(path)!r} is not writable", code=EXIT_USAGE)
 
 
 def choose_bucket(span: timedelta) -> int:
@@ -213,15 +222,6 @@ def choose_bucket(span: timedelta) -> int:
         if span.total_seconds() / step <= MAX_BUCKETS:
             return step
     return BUCKET_STEPS[-1]
-
-
-def _fail(message: str, *, code: int = USAGE_ERROR) -> NoReturn:
-    # One line whatever the source: drivers put newlines in their messages, and soft_wrap
-    # stops Rich from breaking the line at the terminal width.
-    # escape: messages carry brackets ("contextstore[plot]") that Rich would read as markup.
-    line = escape(" ".join(message.split()))
-    console_err.print(f"[red]error:[/red] {line}", markup=True, highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -248,7 +248,7 @@ def _draw(
     try:
         written = plot_metrics(series, path)
     except OSError as exc:
-        _fail(f"--plot: cannot write {str(path)!r}: {exc.strerror or exc}", code=RUNTIME_ERROR)
+        fail(f"--plot: cannot write {str(path)!r}: {exc.strerror or exc}", code=EXIT_FAILURE)
     # With --json, stdout must hold only the JSON document.
     (console_err if quiet else console).print(
         f"plot written to {written}", highlight=False, markup=False, soft_wrap=True

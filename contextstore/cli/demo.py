@@ -1,0 +1,324 @@
+"""``contextstore demo`` (the main job), ``run`` (one query) and ``match`` (lessons only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from contextstore.budget import BudgetAllocation, ContextBudget, default_token_counter
+from contextstore.cli.common import cli_errors, console, percent, print_json, table
+from contextstore.cli.options import (
+    DatabaseUrl,
+    Entities,
+    Json,
+    Namespace,
+    RedisUrl,
+    Tags,
+    describe_store,
+    open_store,
+)
+from contextstore.embedding import HashingEmbedder
+from contextstore.engine import ContextResult
+from contextstore.errors import ValidationError
+from contextstore.lessons import InMemoryLessons, read_jsonl
+from contextstore.matching import MatchOptions, Scope, match, render_lesson_block
+from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
+from contextstore.store import Store
+
+# The session budget the demo splits: an 8k-token model with 15 % kept for the answer.
+DEMO_MAX_TOKENS = 8192
+DEMO_RESERVE = 0.15
+DEMO_SYSTEM_PROMPT = (
+    "You are an agent of the Northwind Cloud fleet. Answer from the context and the lessons; "
+    "say so when the context does not cover the question."
+)
+DEMO_SKILLS_PROMPT = "Tools: search_docs(query), open_ticket(summary), page_oncall(service)."
+SHOWN_CHARACTERS = 900
+
+
+def demo(
+    database_url: DatabaseUrl = None,
+    redis_url: RedisUrl = None,
+    namespace: Namespace = None,
+    details: Annotated[int, typer.Option(help="How many runs to show in full", min=0)] = 3,
+) -> None:
+    """Run the sample fleet workload: lessons, retrieval, budgets, guard, cache and metrics."""
+    with cli_errors(), open_store(database_url, redis_url, namespace) as store:
+        console.print(Text("contextstore demo", style="bold"))
+        console.print(Text(describe_store(store), style="dim"))
+        imported = store.lessons.import_records(load_lessons())
+        queries = load_demo_queries()
+        embed = HashingEmbedder()
+        retriever = sample_retriever(embed_fn=embed)
+        engine = store.engine(retriever=retriever, embed_fn=embed, worker="demo")
+        console.print(
+            f"sample lessons: {imported.total} in the file, {imported.written} written now "
+            f"(re-import is idempotent) · {len(retriever)} passages indexed · "
+            f"{len(queries)} queries from 3 agent roles\n"
+        )
+        results: list[tuple[Scope, ContextResult]] = []
+        with _progress() as progress:
+            task = progress.add_task("running queries", total=len(queries))
+            for item in queries:
+                scope = Scope(entity_ids=item.entity_ids, tags=item.tags)
+                results.append((scope, engine.run(item.query, scope=scope, filters=item.filters)))
+                progress.advance(task)
+
+        shown_roles: set[str] = set()
+        for scope, result in results:
+            role = scope.tags[0] if scope.tags else "—"
+            if len(shown_roles) >= details or role in shown_roles or result.cache_hit:
+                continue
+            shown_roles.add(role)
+            _show_result(scope, result)
+
+        console.print(_runs_table(results))
+        for line in _guard_warnings(results):
+            console.print(Text(f"guard warning, {line}", style="yellow"))
+        console.print(_adaptive_table(engine.adaptive.get_performance_report()))
+        console.print(_durable_metrics_table(store))
+
+
+def run(
+    query: Annotated[str, typer.Argument(help="The agent's query")],
+    tag: Tags = None,
+    entity: Entities = None,
+    budget: Annotated[
+        int | None, typer.Option("--budget", help="Context budget in characters", min=1)
+    ] = None,
+    database_url: DatabaseUrl = None,
+    redis_url: RedisUrl = None,
+    namespace: Namespace = None,
+    as_json: Json = False,
+) -> None:
+    """Build one context from the sample corpus and the store's lessons, and show it."""
+    scope = Scope(entity_ids=tuple(entity or ()), tags=tuple(tag or ()))
+    with cli_errors(), open_store(database_url, redis_url, namespace) as store:
+        embed = HashingEmbedder()
+        engine = store.engine(retriever=sample_retriever(embed_fn=embed), embed_fn=embed)
+        result = engine.run(query, scope=scope, override_budget=budget)
+    if not as_json:
+        _show_result(scope, result, shown_characters=None)
+        return
+    print_json(
+        {
+            "context": result.context,
+            "lesson_block": result.lesson_block,
+            "complexity": result.query_analysis.complexity.value,
+            "intent": result.query_analysis.intent.value,
+            "budget": result.budget,
+            "context_length": result.context_length,
+            "chunks_used": [chunk.source for chunk in result.chunks_used],
+            "lessons_matched": result.lessons.matched_count,
+            "lessons_included": result.lessons.included_count,
+            "guard_passed": result.guard_passed,
+            "guard_warnings": list(result.guard_warnings),
+            "cache_hit": result.cache_hit,
+            "pipeline_ms": result.pipeline_ms,
+        }
+    )
+
+
+def match_command(
+    tag: Tags = None,
+    entity: Entities = None,
+    k: Annotated[int, typer.Option("--k", help="At most this many lessons (0: 10, max 25)")] = 0,
+    byte_budget: Annotated[
+        int, typer.Option("--bytes", help="UTF-8 byte budget for the forms (0: 4096)")
+    ] = 0,
+    lessons_file: Annotated[
+        Path | None,
+        typer.Option("--lessons", help="Match against this JSON Lines file instead of the store"),
+    ] = None,
+    database_url: DatabaseUrl = None,
+    as_json: Json = False,
+) -> None:
+    """Show which lessons apply to a scope, ranked and bounded, and the block agents get."""
+    scope = Scope(entity_ids=tuple(entity or ()), tags=tuple(tag or ()))
+    options = MatchOptions(k, byte_budget)
+    with cli_errors():
+        if lessons_file is not None:
+            result = match(_read_lessons_file(lessons_file).candidates(scope), scope, options)
+        else:
+            with open_store(database_url, None, None) as store:
+                result = match(store.lessons.candidates(scope), scope, options)
+    block = render_lesson_block(result)
+    if as_json:
+        included = [
+            {"entity_id": item.entity_id, "injection_form": item.injection_form}
+            for item in result.included
+        ]
+        print_json(
+            {
+                "matched_count": result.matched_count,
+                "included_count": result.included_count,
+                "included": included,
+                "block": block,
+            }
+        )
+        return
+    rows = [
+        [rank, item.entity_id, item.injection_form] for rank, item in enumerate(result.included, 1)
+    ]
+    title = f"matched {result.matched_count}, showing {result.included_count}"
+    console.print(table(title, ["#", "lesson", "injection form"], rows, flexible="injection form"))
+    console.print(Panel(Text(block or "(no lesson applies to this scope)"), title="lesson block"))
+
+
+def _read_lessons_file(path: Path) -> InMemoryLessons:
+    try:
+        with path.open(encoding="utf-8") as handle:
+            return InMemoryLessons(read_jsonl(handle))
+    except OSError as exc:
+        raise ValidationError("--lessons", f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValidationError("--lessons", f"{path} is not UTF-8 text") from exc
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def _show_result(
+    scope: Scope, result: ContextResult, shown_characters: int | None = SHOWN_CHARACTERS
+) -> None:
+    analysis = result.query_analysis
+    who = ", ".join([*scope.tags, *scope.entity_ids]) or "no scope"
+    console.rule(Text(f"{analysis.original_query}", style="bold"))
+    console.print(
+        f"scope: {escape(who)}\n"
+        f"analysis: complexity [bold]{analysis.complexity.value}[/bold] · intent "
+        f"{analysis.intent.value} · language {analysis.language} · budget {result.budget:,} "
+        f"characters · guard {'passed' if result.guard_passed else 'FAILED'}"
+        + (f" ({escape('; '.join(result.guard_warnings))})" if result.guard_warnings else ""),
+        highlight=False,
+    )
+    console.print(
+        Panel(
+            Text(result.lesson_block or "(no lesson applies to this scope)"),
+            title=f"lessons: matched {result.lessons.matched_count}, "
+            f"included {result.lessons.included_count}",
+            title_align="left",
+        )
+    )
+    context = result.context
+    if shown_characters is not None and len(context) > shown_characters:
+        context = (
+            context[:shown_characters]
+            + f"\n… ({len(result.context) - shown_characters:,} more characters)"
+        )
+    console.print(
+        Panel(
+            Text(context),
+            title=f"context: {result.context_length:,} characters from {len(result.chunks_used)} "
+            f"chunks · {result.pipeline_ms:.1f} ms",
+            title_align="left",
+        )
+    )
+    console.print(_budget_table(result))
+
+
+def _budget_table(result: ContextResult) -> Table:
+    counter = default_token_counter()
+    allocation = ContextBudget(DEMO_MAX_TOKENS, DEMO_RESERVE).allocate_with_opts(
+        DEMO_SYSTEM_PROMPT,
+        DEMO_SKILLS_PROMPT,
+        counter,
+        graph_enabled=False,
+        lesson_tokens=counter.count(result.lesson_block),
+    )
+    rows = [
+        [name.replace("_", " "), tokens, percent(tokens / DEMO_MAX_TOKENS)]
+        for name in BudgetAllocation.__dataclass_fields__
+        if (tokens := getattr(allocation, name))
+    ]
+    return table(
+        f"session token budget: {DEMO_MAX_TOKENS:,} tokens, "
+        f"{DEMO_RESERVE:.0%} reserved for the answer (empty slots not shown)",
+        ["slot", "tokens", "share"],
+        rows,
+    )
+
+
+def _runs_table(results: list[tuple[Scope, ContextResult]]) -> Table:
+    rows = []
+    for number, (scope, result) in enumerate(results, 1):
+        rows.append(
+            [
+                number,
+                scope.tags[0] if scope.tags else "—",
+                result.query_analysis.original_query,
+                result.query_analysis.complexity.value,
+                result.budget,
+                result.context_length,
+                "pass" if result.guard_passed else "FAIL",
+                result.cache_hit,
+                f"{result.lessons.matched_count}/{result.lessons.included_count}",
+                round(result.pipeline_ms, 1),
+            ]
+        )
+    columns = ["#", "role", "query", "complexity", "budget", "length", "guard", "hit"]
+    return table(
+        "All runs (budget and length in characters; lessons matched/included)",
+        [*columns, "lessons", "ms"],
+        rows,
+        flexible="query",
+    )
+
+
+def _guard_warnings(results: list[tuple[Scope, ContextResult]]) -> list[str]:
+    return [
+        f"run {number}: {warning}"
+        for number, (_, result) in enumerate(results, 1)
+        for warning in result.guard_warnings
+    ]
+
+
+def _adaptive_table(report: dict[str, float]) -> Table:
+    return table(
+        "Adaptive windows (the last 100 runs of this process)",
+        ["runs", "in window", "mean ms", "mean length", "mean chunks", "guard failures"],
+        [
+            [
+                report["total_queries"],
+                report["samples"],
+                round(report["avg_response_ms"], 1),
+                round(report["avg_context_length"], 1),
+                round(report["avg_chunk_count"], 2),
+                percent(report["guard_failure_rate"]),
+            ]
+        ],
+    )
+
+
+def _durable_metrics_table(store: Store) -> Table:
+    report = store.metrics.report(namespace=store.namespace)
+    return table(
+        f"Durable metrics in SQL: every run in namespace {store.namespace!r} so far",
+        ["runs", "p50 ms", "p95 ms", "p99 ms", "mean length", "guard failures", "cache hits"],
+        [
+            [
+                report.runs,
+                report.p50_ms,
+                report.p95_ms,
+                report.p99_ms,
+                report.mean_context_length,
+                percent(report.guard_failure_rate),
+                percent(report.cache_hit_rate),
+            ]
+        ],
+    )

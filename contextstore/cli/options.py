@@ -1,0 +1,52 @@
+"""Options several commands share, and opening the store from them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from contextstore.store import Store, connect
+
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="SQL database URL \\[env CONTEXTSTORE_DATABASE_URL; default sqlite:///contextstore.db]",
+        show_default=False,
+    ),
+]
+RedisUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--redis-url",
+        help="Redis URL \\[env CONTEXTSTORE_REDIS_URL; default: process memory]",
+        show_default=False,
+    ),
+]
+Namespace = Annotated[
+    str | None,
+    typer.Option("--namespace", help="Namespace \\[env CONTEXTSTORE_NAMESPACE; default 'default']"),
+]
+Tags = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Scope tag (repeatable)")]
+Entities = Annotated[
+    list[str] | None, typer.Option("--entity", "-e", help="Scope entity id (repeatable)")
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables")]
+
+
+def open_store(database_url: str | None, redis_url: str | None, namespace: str | None) -> Store:
+    return connect(database_url=database_url, redis_url=redis_url, namespace=namespace)
+
+
+def describe_store(store: Store) -> str:
+    """One line saying where the shared state lives, with any password hidden."""
+    from sqlalchemy.engine import make_url
+
+    database = make_url(store.config.database_url).render_as_string(hide_password=True)
+    shared = "process memory"
+    if store.config.redis_url:
+        shared = make_url(store.config.redis_url.replace("+cluster", "")).render_as_string(
+            hide_password=True
+        )
+    return f"SQL {database} · cache and windows: {shared} · namespace {store.namespace}"
