@@ -1,0 +1,114 @@
+"""``contextstore cache stats|clear``: inspect or empty a namespace's shared context cache.
+
+The cache is Redis's when ``--redis-url`` / ``CONTEXTSTORE_REDIS_URL`` is set; without one,
+the cache lives in each process's memory and a command can only show its own, empty, cache
+(it says so). Redis unreachable: one ``error:`` line on stderr, exit status 1. A bad URL or
+namespace: the same, naming it (password hidden).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+
+from contextstore.cli.common import console, console_err, print_json, table
+from contextstore.cli.options import Json, Namespace, RedisUrl, open_store
+from contextstore.errors import ContextStoreError
+from contextstore.redis.client import FaultPolicy, hide_password
+from contextstore.store import Store
+
+app = typer.Typer(
+    help="Inspect or empty the shared context cache of a namespace.", no_args_is_help=True
+)
+
+MEMORY_NOTE = (
+    "no Redis URL: the cache lives in each process's memory, so there is nothing shared to "
+    "show here (set --redis-url or CONTEXTSTORE_REDIS_URL)"
+)
+
+
+@contextmanager
+def shared_store(redis_url: str | None, namespace: str | None) -> Iterator[Store]:
+    """The store for a cache or adaptive command; refusals become one line and exit 1."""
+    try:
+        with open_store(None, redis_url, namespace) as store:
+            yield store
+    except ContextStoreError as exc:
+        fail(str(exc))
+
+
+def fail(message: str) -> None:
+    console_err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    raise typer.Exit(1)
+
+
+def where(store: Store) -> dict[str, Any]:
+    """Where the shared state lives, for headers and JSON (password hidden)."""
+    url = store.config.redis_url
+    return {
+        "namespace": store.namespace,
+        "backend": "redis" if url else "memory",
+        "redis_url": hide_password(url) if url else None,
+    }
+
+
+def check_reachable(store: Store, part: object, errors_before: int = 0) -> None:
+    """Exit 1 if ``part`` (a Redis cache or windows) failed to reach Redis during the command."""
+    fault = getattr(part, "fault", None)
+    if isinstance(fault, FaultPolicy) and fault.errors > errors_before:
+        fail(f"Redis at {where(store)['redis_url']} is unreachable; nothing was read or changed")
+
+
+@app.command("stats")
+def stats(
+    redis_url: RedisUrl = None, namespace: Namespace = None, json_output: Json = False
+) -> None:
+    """Entries, capacity, TTL, hits, misses and hit rate, shared by the whole namespace."""
+    with shared_store(redis_url, namespace) as store:
+        figures = store.cache.stats
+        check_reachable(store, store.cache)
+        location = where(store)
+    figures.pop("errors", None)
+    if json_output:
+        print_json({**location, **figures})
+        return
+    _header("Context cache", location)
+    rows: list[list[Any]] = [
+        ["entries", figures["size"]],
+        ["max entries", figures["max_size"]],
+        ["ttl (s)", figures["ttl_sec"]],
+        ["hits", figures["hits"]],
+        ["misses", figures["misses"]],
+        ["hit rate", figures["hit_rate"]],
+    ]
+    console.print(table(None, ["", "value"], rows))
+
+
+@app.command("clear")
+def clear(
+    redis_url: RedisUrl = None, namespace: Namespace = None, json_output: Json = False
+) -> None:
+    """Remove every cached context of the namespace (the hit/miss counters are kept)."""
+    with shared_store(redis_url, namespace) as store:
+        before = store.cache.stats["size"]
+        check_reachable(store, store.cache)
+        store.cache.clear()
+        check_reachable(store, store.cache)
+        location = where(store)
+    if json_output:
+        print_json({**location, "cleared": before})
+        return
+    _header("Context cache", location)
+    console.print(f"cleared {before:,} {'entry' if before == 1 else 'entries'}", highlight=False)
+
+
+def _header(title: str, location: dict[str, Any]) -> None:
+    shared = location["redis_url"] or "process memory"
+    console.print(
+        f"[bold]{title}[/bold] · namespace {location['namespace']} · {shared}", highlight=False
+    )
+    if location["backend"] == "memory":
+        console.print(f"[yellow]note:[/yellow] {MEMORY_NOTE}", highlight=False)

@@ -1,0 +1,305 @@
+"""Redis clients from URLs, and the fault policy every Redis-backed part follows (SPEC §6).
+
+``client_from_url`` builds a redis-py client with short timeouts, so an unreachable server
+costs a fleet process at most about a second, not the minutes of an OS default.
+
+``FaultPolicy`` is how the cache and the windows survive Redis outages: an operation that
+fails with a Redis or socket error is counted, logged (one WARNING per retry interval at
+most) and answered by the caller's fallback; for the rest of the interval Redis is not tried
+at all (no connect timeouts piling up); the first operation after it tries again, and the
+first success ends the outage. Nothing is rebuilt, so sharing resumes by itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from importlib import resources
+from typing import Any, TypeAlias, TypeVar
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+import redis
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
+from redis.connection import parse_url
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+from redis.retry import Retry
+
+from contextstore.errors import BackendUnavailableError, ConfigurationError
+
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_RETRY_INTERVAL",
+    "DEFAULT_SOCKET_TIMEOUT",
+    "REDIS_FAULTS",
+    "FaultPolicy",
+    "LuaScript",
+    "RedisClient",
+    "client_from_url",
+    "hide_password",
+]
+
+RedisClient: TypeAlias = redis.Redis | RedisCluster
+
+DEFAULT_CONNECT_TIMEOUT = 0.5
+"""Seconds to wait for a TCP connection to Redis before treating it as unreachable."""
+DEFAULT_SOCKET_TIMEOUT = 1.0
+"""Seconds to wait for one reply from Redis before treating it as unreachable."""
+DEFAULT_RETRY_INTERVAL = 1.0
+"""Seconds after a failure during which Redis is not tried again (and no WARNING repeats)."""
+
+# Everything redis-py raises for a server that is down, slow, failing over or refusing work.
+# ``RedisClusterException`` is not a ``RedisError`` (e.g. no node reachable at all); OSError
+# covers socket errors a custom connection class might let through.
+REDIS_FAULTS: tuple[type[BaseException], ...] = (RedisError, RedisClusterException, OSError)
+
+_SCHEMES = {
+    "redis": (False, False),
+    "rediss": (False, True),
+    "unix": (False, False),
+    "redis+cluster": (True, False),
+    "rediss+cluster": (True, True),
+}
+
+T = TypeVar("T")
+
+logger = logging.getLogger("contextstore.redis")
+
+
+def hide_password(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages and logs)."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return "<unparseable URL>"
+    if not password:
+        return url
+    userinfo, _, hostinfo = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+
+
+def client_from_url(url: str, **options: Any) -> RedisClient:
+    """A redis-py client for ``url``; ``options`` go to the client and win over our defaults.
+
+    Schemes: ``redis://`` and ``rediss://`` (TLS) give a ``redis.Redis``; ``unix://path``
+    a Unix-socket ``redis.Redis``; ``redis+cluster://host:port`` and
+    ``rediss+cluster://host:port`` (more seed nodes may follow, comma-separated:
+    ``redis+cluster://h1:7000,h2:7000``) a ``redis.cluster.RedisCluster``. User name and
+    password may be given in the URL (``redis://:secret@host``, percent-encoded); the path
+    may name a database (``/2``; a cluster has only database 0).
+
+    Defaults: 0.5 s connect timeout, 1 s socket timeout, one immediate retry (which replaces
+    a pooled connection a restarted server has closed). A plain client connects lazily, so
+    this never touches the network; a cluster client must discover the cluster now, and
+    raises ``BackendUnavailableError`` when no seed node answers.
+
+    Raises ``ConfigurationError`` (naming the URL, password hidden) for an unknown scheme, a
+    missing host, a bad port, database or query option.
+    """
+    shown = hide_password(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ConfigurationError(f"redis URL {shown}: {exc}") from exc
+    scheme = parts.scheme.lower()
+    if scheme not in _SCHEMES:
+        known = ", ".join(f"{s}://" for s in _SCHEMES)
+        raise ConfigurationError(f"redis URL {shown}: unknown scheme {parts.scheme!r}; use {known}")
+    cluster, tls = _SCHEMES[scheme]
+    settings: dict[str, Any] = {
+        "socket_connect_timeout": DEFAULT_CONNECT_TIMEOUT,
+        "socket_timeout": DEFAULT_SOCKET_TIMEOUT,
+    }
+    if cluster:
+        return _cluster_client(parts, tls, shown, settings, options)
+    if scheme != "unix":
+        _check_host_and_port(parts, shown)
+    _check_database(parts, shown, cluster=False)
+    settings["retry"] = Retry(NoBackoff(), 1)
+    settings.update(options)
+    try:
+        return redis.Redis.from_url(url, **settings)
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"redis URL {shown}: {exc}") from exc
+
+
+def _cluster_client(
+    parts: SplitResult, tls: bool, shown: str, settings: dict[str, Any], options: dict[str, Any]
+) -> RedisCluster:
+    """Seed nodes from the comma-separated host list; everything else as redis-py parses it."""
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    nodes: list[ClusterNode] = []
+    connection: dict[str, Any] = {}
+    for host in hosts.split(","):
+        netloc = f"{userinfo}@{host}" if userinfo else host
+        single = parts._replace(scheme="rediss" if tls else "redis", netloc=netloc)
+        _check_host_and_port(single, shown)
+        _check_database(single, shown, cluster=True)
+        try:
+            connection = parse_url(urlunsplit(single))  # type: ignore[no-untyped-call]
+        except ValueError as exc:
+            raise ConfigurationError(f"redis URL {shown}: {exc}") from exc
+        host_name, port = connection.pop("host"), connection.pop("port", 6379)
+        nodes.append(ClusterNode(host_name, port))  # type: ignore[no-untyped-call]
+    connection.pop("db", None)
+    if connection.pop("connection_class", None) is not None:
+        connection["ssl"] = True
+    settings["retry"] = Retry(ExponentialBackoff(cap=0.1, base=0.01), 2)
+    settings.update(connection)
+    settings.update(options)
+    try:
+        return RedisCluster(startup_nodes=nodes, **settings)
+    except (RedisError, RedisClusterException, OSError) as exc:
+        raise BackendUnavailableError(f"redis cluster {shown} is unreachable: {exc}") from exc
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"redis URL {shown}: {exc}") from exc
+
+
+def _check_host_and_port(parts: SplitResult, shown: str) -> None:
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigurationError(f"redis URL {shown}: bad port ({exc})") from exc
+    if not parts.hostname:
+        raise ConfigurationError(f"redis URL {shown}: no host")
+    if port == 0:
+        raise ConfigurationError(f"redis URL {shown}: bad port 0")
+
+
+def _check_database(parts: SplitResult, shown: str, *, cluster: bool) -> None:
+    """redis-py silently ignores a path that is not a number; we refuse it."""
+    if parts.scheme == "unix":
+        return
+    path = parts.path.strip("/")
+    if not path:
+        return
+    if not path.isdigit():
+        raise ConfigurationError(f"redis URL {shown}: database {path!r} is not a number")
+    if cluster and int(path) != 0:
+        raise ConfigurationError(f"redis URL {shown}: a cluster has only database 0")
+
+
+@functools.cache
+def _lua_source(name: str) -> str:
+    return resources.files("contextstore").joinpath("lua").joinpath(name).read_text("utf-8")
+
+
+class LuaScript:
+    """The script ``contextstore/lua/<name>`` for ``client``, run with ``EVALSHA``.
+
+    When the server answers NOSCRIPT (a restarted server, a ``SCRIPT FLUSH``, a cluster node
+    that never saw it), the source is loaded and the call made once more, so callers never
+    see that error. Building one does no network I/O. (redis-py's ``Script`` does the same;
+    this lean version saves its per-call overhead on the hot path.)
+    """
+
+    __slots__ = ("client", "sha", "source")
+
+    def __init__(self, client: RedisClient, name: str) -> None:
+        self.client = client
+        self.source = _lua_source(name)
+        self.sha = hashlib.sha1(self.source.encode("utf-8"), usedforsecurity=False).hexdigest()
+
+    def __call__(self, keys: Sequence[str | bytes], args: Sequence[str | bytes | int]) -> Any:
+        client: Any = self.client  # redis-py types evalsha per client flavour; both accept this
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            client.script_load(self.source)
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+
+
+class FaultPolicy:
+    """Counts Redis failures, rate-limits their WARNINGs, and pauses Redis after each one.
+
+    ``call(operation, fallback)`` runs ``operation``; if it raises one of ``REDIS_FAULTS`` the
+    error is counted, a WARNING is logged unless one was logged less than ``retry_interval``
+    seconds ago, and ``fallback()`` answers instead. Until ``retry_interval`` seconds after the
+    failure, ``call`` skips ``operation`` and answers with ``fallback()`` at once; the first
+    call after that tries Redis again. The first success after a failure logs one INFO line.
+    Exceptions that are not Redis faults (a bug, a bad argument) propagate.
+
+    One policy may be shared by several parts (a cache and windows on the same client) so they
+    share one cool-down, one WARNING stream and one ``errors`` count. Thread-safe.
+    ``clock`` returns seconds and must not go backwards (``time.monotonic`` by default).
+    """
+
+    def __init__(
+        self,
+        retry_interval: float = DEFAULT_RETRY_INTERVAL,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        log: logging.Logger = logger,
+    ) -> None:
+        if isinstance(retry_interval, bool) or not isinstance(retry_interval, int | float):
+            raise ConfigurationError(f"retry_interval: must be a number, got {retry_interval!r}")
+        if not retry_interval >= 0:
+            raise ConfigurationError(f"retry_interval: must be ≥ 0 seconds, got {retry_interval!r}")
+        self.retry_interval = float(retry_interval)
+        self._clock = clock
+        self._log = log
+        self._lock = threading.Lock()
+        self._errors = 0
+        self._down = False
+        self._retry_at = 0.0
+        self._next_warning_at = 0.0
+
+    @property
+    def errors(self) -> int:
+        """How many Redis operations have failed (skipped operations are not counted)."""
+        return self._errors
+
+    @property
+    def down(self) -> bool:
+        """True from a failure until the next success."""
+        return self._down
+
+    def call(self, operation: Callable[[], T], fallback: Callable[[], T], what: str) -> T:
+        """``operation()``, or ``fallback()`` while Redis is failing (see the class doc)."""
+        if self._down and self._clock() < self._retry_at:
+            return fallback()
+        try:
+            result = operation()
+        except REDIS_FAULTS as exc:
+            self._failed(exc, what)
+            return fallback()
+        if self._down:
+            self._recovered()
+        return result
+
+    def _failed(self, exc: BaseException, what: str) -> None:
+        now = self._clock()
+        with self._lock:
+            self._errors += 1
+            self._down = True
+            self._retry_at = now + self.retry_interval
+            warn = now >= self._next_warning_at
+            if warn:
+                self._next_warning_at = now + self.retry_interval
+            errors = self._errors
+        if warn:
+            self._log.warning(
+                "Redis %s failed (%s: %s); the cache answers misses and the adaptive windows "
+                "use process-local memory until Redis answers again; retrying every %.3g s "
+                "(%d errors so far)",
+                what,
+                type(exc).__name__,
+                exc,
+                self.retry_interval,
+                errors,
+            )
+
+    def _recovered(self) -> None:
+        with self._lock:
+            if not self._down:
+                return
+            self._down = False
+            # _next_warning_at is kept: a flapping server still gets one WARNING per interval.
+            errors = self._errors
+        self._log.info("Redis answers again; sharing resumed (%d errors so far)", errors)

@@ -1,0 +1,165 @@
+"""The adaptive rolling windows in Redis, shared by every process of a namespace (SPEC §2.2).
+
+Same contract as ``MemoryWindows`` (see ``contextstore.adaptive.base``), with these
+Redis-specific facts:
+
+- Everything lives in one hash, ``cs:{ns}:win``: a ring of the last ``WINDOW`` samples and
+  one ``agg`` field holding the total and the window's sums (schema in
+  ``contextstore.redis.keys``).
+- ``record`` is one Lua script, one round trip (``contextstore/lua/windows_record.lua``):
+  it writes the sample over the oldest one, increments the namespace's total and returns
+  the summary, so the ``total_queries`` a process sees is the fleet-wide count including
+  its own record: exactly one process sees 20, one sees 40, and so on.
+- ``summary`` is one ``HGET`` of the ``agg`` field (no script, no scan): as cheap as a plain
+  ``GET``. Means are the sums divided by the sample count; sums of floats kept
+  incrementally may differ from ``MemoryWindows``' ``fsum`` in the last few bits.
+- Redis unreachable or failing: ``record`` and ``summary`` use a process-local
+  ``MemoryWindows`` instead (so ``total_queries`` is then this process's count during the
+  outage, and auto-tune runs on it). Those samples are not merged back: when Redis answers
+  again the shared windows resume where the fleet left them and the local ones are
+  discarded. ``clear`` clears the local windows and, if reachable, the shared ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from contextstore.adaptive.base import EMPTY_SUMMARY, WINDOW, Sample, Windows, WindowSummary
+from contextstore.adaptive.memory import MemoryWindows
+from contextstore.config import DEFAULT_NAMESPACE
+from contextstore.redis.client import (
+    DEFAULT_RETRY_INTERVAL,
+    FaultPolicy,
+    LuaScript,
+    RedisClient,
+    client_from_url,
+)
+from contextstore.redis.keys import NamespaceKeys
+
+__all__ = ["RedisWindows"]
+
+
+def _summarise(agg: bytes | str | None) -> WindowSummary:
+    """Summary from the ``agg`` text ``"<total> <n> <resp> <len> <chunks> <fails>"``.
+
+    ``None`` (no record yet, or cleared) and text that does not parse are the empty summary.
+    """
+    try:
+        total, n, resp, length, chunks, fails = (float(v) for v in (agg or "").split())
+        samples, total_queries = int(n), int(total)
+    except (ValueError, OverflowError):  # planted text, nan, inf: never an exception
+        return EMPTY_SUMMARY
+    if samples <= 0:
+        return WindowSummary(total_queries, 0, 0.0, 0.0, 0.0, 0.0)
+    return WindowSummary(
+        total_queries=total_queries,
+        samples=samples,
+        avg_response_ms=resp / samples,
+        avg_context_length=length / samples,
+        avg_chunk_count=chunks / samples,
+        guard_failure_rate=fails / samples,
+    )
+
+
+class RedisWindows(Windows):
+    """Four rolling windows of ``WINDOW`` runs and a total, in Redis, shared by a namespace.
+
+    ``client`` is a ``redis.Redis`` (or fakeredis) or ``redis.cluster.RedisCluster`` with
+    short timeouts (``client_from_url``). ``fault`` lets a cache and windows on one client
+    share one fault policy; otherwise the windows get their own, with ``retry_interval``
+    seconds of cool-down. A bad namespace raises ``ConfigurationError``. Constructing does no
+    network I/O. Thread-safe.
+    """
+
+    window = WINDOW
+
+    def __init__(
+        self,
+        client: RedisClient,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        retry_interval: float = DEFAULT_RETRY_INTERVAL,
+        fault: FaultPolicy | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = NamespaceKeys.of(namespace)
+        self.fault = fault if fault is not None else FaultPolicy(retry_interval)
+        self._owns_client = False
+        self._key = self.keys.windows.encode()  # encoded once, not by redis-py on every call
+        self._record = LuaScript(client, "windows_record.lua")
+        self._fallback = MemoryWindows()
+        self._fallback_used = False
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, client_options: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> RedisWindows:
+        """Windows on a new client for ``url`` (see ``client_from_url``); ``close()`` closes it.
+
+        ``kwargs`` go to the constructor (``namespace``, ``retry_interval``, ``fault``),
+        ``client_options`` to the client. ``ConfigurationError`` for a bad URL.
+        """
+        windows = cls(client_from_url(url, **dict(client_options or {})), **kwargs)
+        windows._owns_client = True
+        return windows
+
+    def record(self, sample: Sample) -> WindowSummary:
+        """Append ``sample``; the summary with the fleet's new total (local one in an outage)."""
+        failed = 0 if sample.guard_passed else 1
+        packed = (
+            f"{float(sample.response_ms)!r} {int(sample.context_length)} "
+            f"{int(sample.chunk_count)} {failed}"
+        )
+
+        def run() -> WindowSummary:
+            summary = _summarise(self._record(keys=[self._key], args=[packed, self.window]))
+            self._shared_again()
+            return summary
+
+        return self.fault.call(run, lambda: self._local().record(sample), "adaptive record")
+
+    def summary(self) -> WindowSummary:
+        """The shared summary (the process-local one while Redis is unreachable)."""
+
+        def run() -> WindowSummary:
+            summary = _summarise(self.client.hget(self._key, b"agg"))
+            self._shared_again()
+            return summary
+
+        return self.fault.call(run, lambda: self._local().summary(), "adaptive summary")
+
+    def clear(self) -> None:
+        """Forget every sample and reset the total, shared and local (shared: if reachable)."""
+        self._fallback.clear()
+        self.fault.call(lambda: self.client.delete(self._key), lambda: 0, "adaptive clear")
+
+    def _local(self) -> MemoryWindows:
+        self._fallback_used = True
+        return self._fallback
+
+    def _shared_again(self) -> None:
+        # The outage's local samples are not merged into the shared windows (see module doc).
+        if self._fallback_used:
+            self._fallback_used = False
+            self._fallback = MemoryWindows()
+
+    def close(self) -> None:
+        """Close the client if ``from_url`` made it; a client passed in is the caller's."""
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> RedisWindows:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RedisWindows(namespace={self.keys.namespace!r})"

@@ -1,0 +1,174 @@
+"""Redis dies in the middle of a stream of operations and comes back (SPEC §6).
+
+Each test starts its own server on a spare port, kills it (SIGKILL) from another thread while
+the stream runs, then starts it again on the same port. No operation may raise; at most one
+WARNING per retry interval; sharing must resume within 5 s on the same client objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from contextstore.adaptive.system import AdaptiveLearningSystem
+from contextstore.analysis import RuleBasedQueryAnalyzer
+from contextstore.config import ContextEngineConfig
+from contextstore.redis.cache import RedisContextCache
+from contextstore.redis.client import FaultPolicy, client_from_url
+from contextstore.redis.keys import NamespaceKeys
+from contextstore.redis.windows import RedisWindows
+from tests.redis import shared_total
+from tests.redis_cluster import RedisServer
+
+pytestmark = pytest.mark.slow
+
+INTERVAL = 0.25  # the retry interval under test, seconds
+OUTAGE = 1.5  # how long the stream runs against a dead server, seconds
+RESUME_WITHIN = 5.0
+
+
+def redis_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.name.startswith("contextstore.redis")
+    ]
+
+
+def run_outage(
+    server: RedisServer,
+    caplog: pytest.LogCaptureFixture,
+    step: Callable[[int], None],
+    shared: Callable[[], bool],
+    fault: FaultPolicy,
+) -> None:
+    """Stream ``step`` through healthy → killed mid-stream → restarted; check the promises."""
+    caplog.set_level(logging.INFO, logger="contextstore")
+    for i in range(30):
+        step(i)
+    assert shared(), "not shared before the outage"
+    assert fault.errors == 0
+
+    killer = threading.Timer(0.1, server.kill)
+    started = time.monotonic()
+    killer.start()
+    i = 0
+    while time.monotonic() - started < OUTAGE:
+        step(i)  # must not raise, before, during or after the kill
+        i += 1
+    killer.join()
+    elapsed = time.monotonic() - started
+    warnings = redis_warnings(caplog)
+    assert fault.errors >= 1
+    assert 1 <= len(warnings) <= math.floor(elapsed / INTERVAL) + 1, len(warnings)
+    assert fault.errors <= math.floor(elapsed / INTERVAL) + 2
+
+    server.start()  # same port, empty (nothing was saved)
+    restarted = time.monotonic()
+    while not shared():
+        step(i)
+        i += 1
+        assert time.monotonic() - restarted < RESUME_WITHIN, "sharing did not resume"
+    assert not fault.down
+
+
+def test_cache_and_windows_survive_a_redis_crash(
+    own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    namespace = "outage"
+    client = client_from_url(own_redis_server.url)
+    fault = FaultPolicy(INTERVAL)
+    cache = RedisContextCache(client, namespace=namespace, max_size=16, fault=fault)
+    windows = RedisWindows(client, namespace=namespace, fault=fault)
+    system = AdaptiveLearningSystem(ContextEngineConfig(), windows=windows)
+    analysis = RuleBasedQueryAnalyzer().analyze("how do vector indexes work?")
+    observer = redis.Redis(port=own_redis_server.port, socket_timeout=1, socket_connect_timeout=0.2)
+    keys = NamespaceKeys.of(namespace)
+    marker = {"token": ""}
+
+    def step(i: int) -> None:
+        cache.put(f"k{i % 20}", f"value {i}")
+        cache.get(f"k{(i * 7) % 20}")
+        assert cache.stats["max_size"] == 16
+        system.record("q", analysis, 500 + i % 50, 3, 20.0, True)
+        system.suggest_budget(analysis)
+        system.get_performance_report()
+
+    def shared() -> bool:
+        # A value put through the long-lived client must be visible to a separate client,
+        # and the fleet-wide total must live in Redis again.
+        marker["token"] = uuid.uuid4().hex
+        cache.put("marker", marker["token"])
+        before = windows.summary().total_queries
+        system.record("q", analysis, 100, 1, 5.0, True)
+        try:
+            value = observer.get(keys.cache_entry("marker"))
+            total = shared_total(observer, namespace)
+        except redis.ConnectionError:
+            return False
+        return (
+            value is not None
+            and value.decode().endswith(marker["token"])
+            and total is not None
+            and int(total) == before + 1
+        )
+
+    try:
+        run_outage(own_redis_server, caplog, step, shared, fault)
+        assert cache.stats["errors"] == fault.errors
+    finally:
+        observer.close()
+        client.close()
+
+
+def test_engine_runs_through_a_redis_crash(
+    own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from contextstore.engine import ContextEngine
+    from contextstore.retrieval import InMemoryRetriever
+
+    namespace = "engine-outage"
+    client = client_from_url(own_redis_server.url)
+    fault = FaultPolicy(INTERVAL)
+    cache = RedisContextCache(client, namespace=namespace, fault=fault)
+    windows = RedisWindows(client, namespace=namespace, fault=fault)
+    retriever = InMemoryRetriever()
+    retriever.add(
+        "Vector indexes store embeddings and answer nearest-neighbour queries quickly. "
+        "They trade exactness for speed with structures such as HNSW graphs.",
+        "notes.md",
+    )
+    engine = ContextEngine(
+        ContextEngineConfig(namespace=namespace), retriever=retriever, cache=cache, windows=windows
+    )
+    observer = redis.Redis(port=own_redis_server.port, socket_timeout=1, socket_connect_timeout=0.2)
+    results: list[Any] = []
+
+    def step(i: int) -> None:
+        results.append(engine.run(f"how do vector indexes work {i % 5}?"))
+
+    def shared() -> bool:
+        before = windows.summary().total_queries
+        engine.run(f"what is HNSW {uuid.uuid4().hex}?")  # a miss: put + record
+        try:
+            total = shared_total(observer, namespace)
+            size = observer.zcard(NamespaceKeys.of(namespace).cache_lru)
+        except redis.ConnectionError:
+            return False
+        return total is not None and int(total) == before + 1 and size >= 1
+
+    try:
+        run_outage(own_redis_server, caplog, step, shared, fault)
+        assert all(result.context for result in results)
+        assert any(result.cache_hit for result in results)
+    finally:
+        observer.close()
+        client.close()
