@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import sqlalchemy
 
     from contextstore.engine import ContextEngine
+    from contextstore.redis.client import FaultPolicy
     from contextstore.sql.metrics import MetricsRepository
     from contextstore.sql.repository import LessonRepository
 
@@ -71,6 +72,13 @@ class Store:
         return client_from_url(self.config.redis_url)
 
     @cached_property
+    def fault(self) -> FaultPolicy:
+        """One fault policy for the cache and the windows: one outage, one WARNING per interval."""
+        from contextstore.redis.client import FaultPolicy
+
+        return FaultPolicy()
+
+    @cached_property
     def cache(self) -> ContextCache:
         size, ttl = self.config.cache.max_size, self.config.cache.ttl_seconds
         if self.redis is None:
@@ -78,7 +86,7 @@ class Store:
         from contextstore.redis.cache import RedisContextCache
 
         return RedisContextCache(
-            self.redis, namespace=self.namespace, max_size=size, ttl_seconds=ttl
+            self.redis, namespace=self.namespace, max_size=size, ttl_seconds=ttl, fault=self.fault
         )
 
     @cached_property
@@ -87,7 +95,7 @@ class Store:
             return MemoryWindows()
         from contextstore.redis.windows import RedisWindows
 
-        return RedisWindows(self.redis, namespace=self.namespace)
+        return RedisWindows(self.redis, namespace=self.namespace, fault=self.fault)
 
     def engine(self, **kwargs: Any) -> ContextEngine:
         """A ``ContextEngine`` on this store's backends; keyword arguments override any part."""

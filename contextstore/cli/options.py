@@ -43,10 +43,9 @@ def describe_store(store: Store) -> str:
     """One line saying where the shared state lives, with any password hidden."""
     from sqlalchemy.engine import make_url
 
+    from contextstore.redis.client import hide_password
+
     database = make_url(store.config.database_url).render_as_string(hide_password=True)
-    shared = "process memory"
-    if store.config.redis_url:
-        shared = make_url(store.config.redis_url.replace("+cluster", "")).render_as_string(
-            hide_password=True
-        )
+    redis_url = store.config.redis_url
+    shared = hide_password(redis_url) if redis_url else "process memory"
     return f"SQL {database} · cache and windows: {shared} · namespace {store.namespace}"
