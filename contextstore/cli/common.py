@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -25,39 +26,55 @@ def print_json(data: Any) -> None:
 
 
 def table(
-    title: str | None, columns: list[str], rows: list[list[Any]], *, flexible: str | None = None
+    title: str | None,
+    columns: list[str],
+    rows: list[list[Any]],
+    *,
+    flexible: str | None = None,
+    wrap: bool = False,
+    compact: bool = False,
 ) -> Table:
-    """A Rich table: numeric columns right-aligned, no cell wrapped onto several lines.
+    """A Rich table with numeric columns right-aligned and user text never read as markup.
 
-    ``flexible`` names the one column that gives way on a narrow terminal (cut with an
-    ellipsis); every other column keeps its full width.
+    Cells stay on one line while the table fits the terminal. ``flexible`` names the column
+    that gives way first: its cells are cut with an ellipsis, or wrapped when ``wrap`` is set
+    (for prose such as a lesson's detail). When even that is not enough, every column may
+    wrap, so no column is ever squeezed out of sight. ``compact`` drops the vertical borders,
+    for wide reports that should still fit 80 columns.
     """
     result = Table(
         title=title,
         title_justify="left",
         header_style="bold",
+        box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+        pad_edge=not compact,
+        collapse_padding=compact,
     )
     cells = [[format_cell(cell) for cell in row] for row in rows]
     widths = [
         max([len(name), *(len(row[index]) for row in cells)]) for index, name in enumerate(columns)
     ]
+    # Borders and padding take three characters a column plus one, or two without borders.
+    room = console.width - (2 * len(columns) if compact else 3 * len(columns) + 1)
+    if flexible in columns:
+        index = columns.index(flexible)
+        widths[index] = max(8, min(widths[index], room - (sum(widths) - widths[index])))
+    fits = sum(widths) <= room
     for index, name in enumerate(columns):
         numeric = bool(rows) and all(
             isinstance(row[index], int | float) and not isinstance(row[index], bool) for row in rows
         )
-        width = widths[index]
-        if name == flexible:
-            # The flexible column gets what the terminal has left after the fixed ones and
-            # the borders (three characters a column), and never less than 8.
-            others = sum(widths) - width + 3 * len(columns) + 1
-            width = max(8, min(width, console.width - others))
+        if not fits:
+            result.add_column(name, justify="right" if numeric else "left", overflow="fold")
+            continue
+        wraps = wrap and name == flexible
         result.add_column(
             name,
             justify="right" if numeric else "left",
-            no_wrap=True,
-            overflow="ellipsis",
-            min_width=width,
-            max_width=width,
+            no_wrap=not wraps,
+            overflow="fold" if wraps else "ellipsis",
+            min_width=widths[index],
+            max_width=widths[index],
         )
     for row in cells:
         # Text, not markup: cells hold user data such as "[Source: …]" or "tag:[x]".

@@ -277,6 +277,7 @@ def _runs_table(results: list[tuple[Scope, ContextResult]]) -> Table:
         [*columns, "lessons", "ms"],
         rows,
         flexible="query",
+        compact=True,
     )
 
 

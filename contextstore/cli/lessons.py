@@ -55,7 +55,7 @@ def _lessons_table(title: str, records: list[LessonRecord]) -> None:
         for r in records
     ]
     columns = ["entity_id", "status", "severity", "applies_to", "injection_form", "created_at"]
-    console.print(table(title, columns, rows))
+    console.print(table(title, columns, rows, flexible="injection_form"))
 
 
 def _show(record: LessonRecord, as_json: bool, events: list[LessonEvent] | None = None) -> None:
@@ -67,7 +67,8 @@ def _show(record: LessonRecord, as_json: bool, events: list[LessonEvent] | None 
         return
     fields = record.to_json()
     fields["applies_to"] = ", ".join(record.applies_to)
-    console.print(table(record.entity_id, ["field", "value"], [[k, v] for k, v in fields.items()]))
+    rows = [[name, value] for name, value in fields.items()]
+    console.print(table(record.entity_id, ["field", "value"], rows, flexible="value", wrap=True))
     if events:
         rows: list[list[Any]] = [
             [_when(e.occurred_at), e.event, e.old_status, e.new_status] for e in events
