@@ -67,13 +67,13 @@ def _show(record: LessonRecord, as_json: bool, events: list[LessonEvent] | None 
         return
     fields = record.to_json()
     fields["applies_to"] = ", ".join(record.applies_to)
-    rows = [[name, value] for name, value in fields.items()]
-    console.print(table(record.entity_id, ["field", "value"], rows, flexible="value", wrap=True))
+    details = [[name, value] for name, value in fields.items()]
+    console.print(table(record.entity_id, ["field", "value"], details, flexible="value", wrap=True))
     if events:
-        rows: list[list[Any]] = [
+        history: list[list[Any]] = [
             [_when(e.occurred_at), e.event, e.old_status, e.new_status] for e in events
         ]
-        console.print(table("history", ["occurred_at", "event", "old", "new"], rows))
+        console.print(table("history", ["occurred_at", "event", "old", "new"], history))
 
 
 def _event_json(event: LessonEvent) -> dict[str, Any]:
