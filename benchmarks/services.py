@@ -1,0 +1,216 @@
+"""Scratch resources (PostgreSQL databases, SQLite files, Redis namespaces) and round-trip
+counters. Everything created here is removed by ``Services.close()``; shared servers are
+never flushed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from contextstore.redis.client import RedisClient, client_from_url
+from contextstore.redis.keys import namespace_pattern
+from contextstore.sql.database import create_database_engine, migrate
+
+RUN_ID = f"{os.getpid()}_{uuid.uuid4().hex[:6]}"
+
+
+class Unavailable(Exception):
+    """A service the section needs cannot be reached; the message is one line."""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+@dataclass
+class Services:
+    postgres_admin_url: str
+    redis_url: str
+    _scratch: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="cs_bench_")))
+    _pg_databases: list[str] = field(default_factory=list)
+    _engines: list[sa.Engine] = field(default_factory=list)
+    _namespaces: list[str] = field(default_factory=list)
+    _clients: list[Any] = field(default_factory=list)
+    _postgres_error: str | None = None
+    _redis_error: str | None = None
+    _checked: set[str] = field(default_factory=set)
+
+    # -- availability ---------------------------------------------------------------------
+
+    def require_postgres(self) -> None:
+        if "postgres" not in self._checked:
+            self._checked.add("postgres")
+            try:
+                engine = sa.create_engine(
+                    self.postgres_admin_url, connect_args={"connect_timeout": 3}
+                )
+                with engine.connect() as connection:
+                    connection.execute(sa.text("SELECT 1"))
+                engine.dispose()
+            except Exception as exc:  # any driver or URL error: the section is skipped
+                self._postgres_error = (
+                    f"PostgreSQL at {_safe(self.postgres_admin_url)} unreachable ({_one_line(exc)})"
+                )
+        if self._postgres_error:
+            raise Unavailable(self._postgres_error)
+
+    def require_redis(self) -> None:
+        if "redis" not in self._checked:
+            self._checked.add("redis")
+            try:
+                client = client_from_url(self.redis_url)
+                client.ping()
+                client.close()
+            except Exception as exc:
+                self._redis_error = f"Redis at {self.redis_url} unreachable ({_one_line(exc)})"
+        if self._redis_error:
+            raise Unavailable(self._redis_error)
+
+    # -- SQL ------------------------------------------------------------------------------
+
+    def database_url(self, dialect: str, name: str) -> str:
+        """A fresh, migrated database of ``dialect`` (``sqlite``/``postgresql``) as a URL."""
+        if dialect == "sqlite":
+            url = f"sqlite:///{self._scratch / (name + '.db')}"
+        else:
+            self.require_postgres()
+            database = f"cs_bench_{RUN_ID}_{name}"
+            admin = sa.create_engine(self.postgres_admin_url, isolation_level="AUTOCOMMIT")
+            with admin.connect() as connection:
+                connection.execute(sa.text(f'CREATE DATABASE "{database}"'))
+            admin.dispose()
+            self._pg_databases.append(database)
+            url = (
+                sa.make_url(self.postgres_admin_url)
+                .set(database=database)
+                .render_as_string(hide_password=False)
+            )
+        migrate(url)
+        return url
+
+    def engine(self, url: str) -> sa.Engine:
+        engine = create_database_engine(url)
+        self._engines.append(engine)
+        return engine
+
+    # -- Redis ----------------------------------------------------------------------------
+
+    def namespace(self, part: str) -> str:
+        """A namespace of our own; its keys are deleted by ``close()``."""
+        namespace = f"csbench-{RUN_ID}-{part}"
+        self._namespaces.append(namespace)
+        return namespace
+
+    def redis_client(self) -> RedisClient:
+        self.require_redis()
+        client = client_from_url(self.redis_url)
+        self._clients.append(client)
+        return client
+
+    # -- cleanup --------------------------------------------------------------------------
+
+    def close(self) -> list[str]:
+        """Drop every scratch database and namespace; returns one line per failure."""
+        problems: list[str] = []
+        for engine in self._engines:
+            engine.dispose()
+        # Namespaces may have been used through a URL without require_redis(): try anyway,
+        # unless Redis is already known to be unreachable.
+        if self._namespaces and not self._redis_error:
+            try:
+                client = client_from_url(self.redis_url)
+                for namespace in self._namespaces:
+                    batch = list(client.scan_iter(match=namespace_pattern(namespace), count=1000))
+                    for start in range(0, len(batch), 500):
+                        client.delete(*batch[start : start + 500])
+                client.close()
+            except Exception as exc:
+                problems.append(f"could not delete the benchmark's Redis keys: {_one_line(exc)}")
+        for client in self._clients:
+            client.close()
+        if self._pg_databases:
+            try:
+                admin = sa.create_engine(self.postgres_admin_url, isolation_level="AUTOCOMMIT")
+                with admin.connect() as connection:
+                    for database in self._pg_databases:
+                        connection.execute(
+                            sa.text(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+                        )
+                admin.dispose()
+            except Exception as exc:
+                problems.append(f"could not drop scratch databases: {_one_line(exc)}")
+        shutil.rmtree(self._scratch, ignore_errors=True)
+        return problems
+
+
+def _safe(url: str) -> str:
+    try:
+        return sa.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparseable URL>"
+
+
+# -- round trips ----------------------------------------------------------------------------
+
+
+@dataclass
+class SqlCounter:
+    """SQL statements (every cursor execute, BEGIN included) and transaction ends."""
+
+    statements: int = 0
+    commits: int = 0
+
+    def attach(self, engine: sa.Engine) -> SqlCounter:
+        def on_execute(*_args: Any) -> None:
+            self.statements += 1
+
+        def on_end(*_args: Any) -> None:
+            self.commits += 1
+
+        event.listen(engine, "before_cursor_execute", on_execute)
+        event.listen(engine, "commit", on_end)
+        event.listen(engine, "rollback", on_end)
+        return self
+
+    def snapshot(self) -> tuple[int, int]:
+        return self.statements, self.commits
+
+
+@dataclass
+class RedisCounter:
+    """Round trips of one redis-py client: one per packed send (a pipeline counts once)."""
+
+    sends: int = 0
+
+    def attach(self, client: Any) -> RedisCounter:
+        """Swap the pool's connection class for a counting subclass; drop idle connections,
+        so every later connection counts. Call before the client is busy."""
+        pool = client.connection_pool
+        base: type[Any] = pool.connection_class
+        counter = self
+
+        class CountingConnection(base):  # type: ignore[misc]
+            def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+                counter.sends += 1
+                super().send_packed_command(command, check_health)
+
+        pool.connection_class = CountingConnection
+        pool.disconnect()
+        return self
+
+
+def counting(callback: Callable[[], object], counter: RedisCounter) -> int:
+    """How many Redis round trips one call of ``callback`` makes."""
+    before = counter.sends
+    callback()
+    return counter.sends - before
