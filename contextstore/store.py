@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from functools import cached_property
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from contextstore.adaptive.base import Windows
@@ -18,6 +17,7 @@ from contextstore.adaptive.memory import MemoryWindows
 from contextstore.cache.base import ContextCache
 from contextstore.cache.memory import MemoryContextCache
 from contextstore.config import ContextEngineConfig
+from contextstore.resources import Closeable
 
 if TYPE_CHECKING:
     import sqlalchemy
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from contextstore.sql.repository import LessonRepository
 
 
-class Store:
+class Store(Closeable):
     """The shared state of one namespace: ``.lessons``, ``.metrics``, ``.cache``, ``.windows``."""
 
     def __init__(self, config: ContextEngineConfig) -> None:
@@ -116,17 +116,6 @@ class Store:
             self.sql_engine.dispose()
         if "redis" in self.__dict__ and self.redis is not None:
             self.redis.close()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def connect(

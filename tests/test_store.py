@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from contextstore import (
     RedisContextCache,
     RedisWindows,
     Scope,
+    Store,
     connect,
 )
 from contextstore.config import ContextEngineConfig
@@ -77,13 +80,21 @@ def test_the_embedded_default_persists_lessons_and_metrics(tmp_path: Path) -> No
         assert again.lessons.get("nw.l.ops.1").status == "active"
 
 
-def shared_engines(redis_url: str, database_url: str, namespace: str) -> tuple[Any, Any]:
+@contextmanager
+def two_stores(redis_url: str, database_url: str, namespace: str) -> Iterator[tuple[Store, Store]]:
+    """Two independent stores on one Redis and one database, cleaned up afterwards."""
     first = connect(database_url=database_url, redis_url=redis_url, namespace=namespace)
     second = connect(database_url=database_url, redis_url=redis_url, namespace=namespace)
-    return first, second
+    try:
+        yield first, second
+    finally:
+        first.cache.clear()
+        first.windows.clear()
+        first.close()
+        second.close()
 
 
-def check_sharing(first: Any, second: Any) -> None:
+def check_sharing(first: Store, second: Store) -> None:
     assert isinstance(first.cache, RedisContextCache)
     assert isinstance(first.windows, RedisWindows)
     assert first.cache.stats["errors"] == 0
@@ -99,14 +110,8 @@ def check_sharing(first: Any, second: Any) -> None:
 def test_two_stores_on_one_redis_share_cache_and_windows(
     redis_url: str, tmp_path: Path, namespace: str
 ) -> None:
-    first, second = shared_engines(redis_url, f"sqlite:///{tmp_path / 's.db'}", namespace)
-    try:
+    with two_stores(redis_url, f"sqlite:///{tmp_path / 's.db'}", namespace) as (first, second):
         check_sharing(first, second)
-    finally:
-        first.cache.clear()
-        first.windows.clear()
-        first.close()
-        second.close()
 
 
 def test_connect_accepts_a_redis_cluster_url(
@@ -114,14 +119,8 @@ def test_connect_accepts_a_redis_cluster_url(
 ) -> None:
     port = redis_cluster_client.get_default_node().port
     url = f"redis+cluster://127.0.0.1:{port}"
-    first, second = shared_engines(url, f"sqlite:///{tmp_path / 'c.db'}", namespace)
-    try:
+    with two_stores(url, f"sqlite:///{tmp_path / 'c.db'}", namespace) as (first, second):
         check_sharing(first, second)
-    finally:
-        first.cache.clear()
-        first.windows.clear()
-        first.close()
-        second.close()
 
 
 def test_engine_overrides_replace_store_parts(tmp_path: Path) -> None:

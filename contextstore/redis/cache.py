@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
 from contextstore.cache.base import (
@@ -45,6 +44,7 @@ from contextstore.redis.client import (
     client_from_url,
 )
 from contextstore.redis.keys import ENTRY_MAGIC, NamespaceKeys
+from contextstore.resources import Closeable
 
 __all__ = ["RedisContextCache"]
 
@@ -61,7 +61,7 @@ def _encode(text: str) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
-class RedisContextCache(ContextCache):
+class RedisContextCache(ContextCache, Closeable):
     """LRU + TTL cache of context strings in Redis, shared by a namespace. Thread-safe.
 
     ``client`` is a ``redis.Redis`` (or fakeredis) or ``redis.cluster.RedisCluster``; it
@@ -217,17 +217,6 @@ class RedisContextCache(ContextCache):
         """Close the client if ``from_url`` made it; a client passed in is the caller's."""
         if self._owns_client:
             self.client.close()
-
-    def __enter__(self) -> RedisContextCache:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (

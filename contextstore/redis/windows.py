@@ -23,7 +23,6 @@ Redis-specific facts:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
 from contextstore.adaptive.base import EMPTY_SUMMARY, WINDOW, Sample, Windows, WindowSummary
@@ -37,6 +36,7 @@ from contextstore.redis.client import (
     client_from_url,
 )
 from contextstore.redis.keys import NamespaceKeys
+from contextstore.resources import Closeable
 
 __all__ = ["RedisWindows"]
 
@@ -63,7 +63,7 @@ def _summarise(agg: bytes | str | None) -> WindowSummary:
     )
 
 
-class RedisWindows(Windows):
+class RedisWindows(Windows, Closeable):
     """Four rolling windows of ``WINDOW`` runs and a total, in Redis, shared by a namespace.
 
     ``client`` is a ``redis.Redis`` (or fakeredis) or ``redis.cluster.RedisCluster`` with
@@ -149,17 +149,6 @@ class RedisWindows(Windows):
         """Close the client if ``from_url`` made it; a client passed in is the caller's."""
         if self._owns_client:
             self.client.close()
-
-    def __enter__(self) -> RedisWindows:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"RedisWindows(namespace={self.keys.namespace!r})"
