@@ -10,8 +10,8 @@ import pytest
 from contextstore.adaptive.base import Sample, Windows, WindowSummary
 from contextstore.adaptive.memory import MemoryWindows
 from contextstore.adaptive.system import AdaptiveLearningSystem
-from contextstore.analysis import QueryAnalysis, QueryComplexity, QueryIntent
 from contextstore.config import ContextEngineConfig
+from tests.factories import make_analysis
 
 LOGGER = "contextstore.adaptive.system"
 
@@ -36,21 +36,6 @@ class CountingWindows(Windows):
         self.inner.clear()
 
 
-def analysis(budget: int = 2000) -> QueryAnalysis:
-    return QueryAnalysis(
-        original_query="q",
-        normalized="q",
-        intent=QueryIntent.FACTUAL,
-        complexity=QueryComplexity.MEDIUM,
-        keywords=(),
-        entities=(),
-        is_arabic=False,
-        language="en",
-        question_type="open",
-        context_budget=budget,
-    )
-
-
 def make(enabled: bool = True) -> tuple[AdaptiveLearningSystem, CountingWindows]:
     windows = CountingWindows()
     system = AdaptiveLearningSystem(ContextEngineConfig(enable_adaptive=enabled), windows=windows)
@@ -65,7 +50,7 @@ def record(
     ms: float = 100.0,
     passed: bool = True,
 ) -> None:
-    system.record("q", analysis(), length, chunks, ms, passed)
+    system.record("q", make_analysis(budget=2000), length, chunks, ms, passed)
 
 
 def test_defaults_to_fresh_memory_windows() -> None:
@@ -88,7 +73,7 @@ def test_record_is_a_no_op_when_disabled() -> None:
 
 def test_record_calls_the_windows_once_with_the_sample() -> None:
     system, windows = make()
-    system.record("q", analysis(), 321, 4, 12.5, False)
+    system.record("q", make_analysis(budget=2000), 321, 4, 12.5, False)
     assert windows.records == 1
     assert windows.summaries == 0
     assert windows.inner.summary() == WindowSummary(1, 1, 12.5, 321.0, 4.0, 1.0)
@@ -158,7 +143,7 @@ def test_auto_tune_changes_no_setting() -> None:
     before = replace(config)
     system = AdaptiveLearningSystem(config)
     for _ in range(40):
-        system.record("q", analysis(), 50, 1, 5000.0, False)
+        system.record("q", make_analysis(budget=2000), 50, 1, 5000.0, False)
     assert system.auto_tune_runs == 2
     assert config == before
 
@@ -179,7 +164,7 @@ def test_suggest_budget(samples: int, length: int, budget: int, expected: int) -
     for _ in range(samples):
         record(system, length=length)
     windows.summaries = 0
-    assert system.suggest_budget(analysis(budget)) == expected
+    assert system.suggest_budget(make_analysis(budget=budget)) == expected
     assert windows.summaries == 1
 
 
@@ -187,14 +172,14 @@ def test_suggest_budget_uses_the_window_mean() -> None:
     system, _ = make()
     for length in (100, 200, 300, 400, 500) * 2:  # mean 300
         record(system, length=length)
-    assert system.suggest_budget(analysis(2000)) == 390
+    assert system.suggest_budget(make_analysis(budget=2000)) == 390
 
 
 def test_suggest_budget_is_the_analysis_budget_when_disabled() -> None:
     system, windows = make(enabled=False)
     for _ in range(20):
         windows.inner.record(Sample(1.0, 300, 1, True))
-    assert system.suggest_budget(analysis(2000)) == 2000
+    assert system.suggest_budget(make_analysis(budget=2000)) == 2000
     assert windows.summaries == 0
 
 

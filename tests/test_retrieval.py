@@ -12,34 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextstore.analysis import QueryAnalysis, QueryComplexity, QueryIntent
 from contextstore.compose import Chunk
 from contextstore.embedding import HashingEmbedder
 from contextstore.errors import ValidationError
 from contextstore.retrieval import InMemoryRetriever, Retriever, split_passages, tokenize
 from contextstore.sample_data import load_corpus, sample_retriever
-
-
-def analysis_for(query: str) -> QueryAnalysis:
-    """A hand-built analysis: the retriever must not depend on the analyzer's output."""
-    return QueryAnalysis(
-        original_query=query,
-        normalized=query.strip(),
-        intent=QueryIntent.FACTUAL,
-        complexity=QueryComplexity.LOW,
-        keywords=(),
-        entities=(),
-        is_arabic=False,
-        language="en",
-        question_type="open",
-        context_budget=800,
-    )
+from tests.factories import make_analysis
 
 
 def ask(
     retriever: InMemoryRetriever, query: str, top_k: int = 5, filters: dict[str, Any] | None = None
 ) -> list[Chunk]:
-    return retriever.retrieve(query, analysis_for(query), top_k, filters)
+    return retriever.retrieve(query, make_analysis(query), top_k, filters)
 
 
 def sources(chunks: list[Chunk]) -> list[str]:
@@ -305,7 +289,7 @@ def test_filters_nothing_matches_give_no_chunks() -> None:
 
 def test_empty_filters_mean_no_filtering() -> None:
     assert len(ask(filtered(), "postgres", filters={})) == 4
-    assert len(filtered().retrieve("postgres", analysis_for("postgres"), 5, None)) == 4
+    assert len(filtered().retrieve("postgres", make_analysis("postgres"), 5, None)) == 4
 
 
 def test_filter_values_that_cannot_be_compared_do_not_raise() -> None:
@@ -531,7 +515,7 @@ _FUZZ = [sample_retriever(), sample_retriever(HashingEmbedder())]
 def test_retrieve_never_raises(
     query: str, top_k: int, filters: dict[str, object] | None, hybrid: bool
 ) -> None:
-    chunks = _FUZZ[int(hybrid)].retrieve(query, analysis_for(query), top_k, filters)
+    chunks = _FUZZ[int(hybrid)].retrieve(query, make_analysis(query), top_k, filters)
     assert len(chunks) <= max(top_k, 0)
     scores = [chunk.score for chunk in chunks]
     assert scores == sorted(scores, reverse=True)

@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from contextstore.analysis import QueryAnalysis, QueryComplexity, QueryIntent
+from contextstore.analysis import QueryComplexity
 from contextstore.embedding import HashingEmbedder
 from contextstore.lessons import (
     MAX_INJECTION_FORM_BYTES,
@@ -25,25 +25,11 @@ from contextstore.sample_data import (
     load_lessons,
     sample_retriever,
 )
+from tests.factories import make_analysis
 
 TEAMS = {"support", "ops", "coding"}
 KINDS = {"runbook", "policy", "guide", "architecture", "postmortem"}
 DATA = resources.files("contextstore").joinpath("data")
-
-
-def plain_analysis(query: str) -> QueryAnalysis:
-    return QueryAnalysis(
-        original_query=query,
-        normalized=query.strip(),
-        intent=QueryIntent.FACTUAL,
-        complexity=QueryComplexity.LOW,
-        keywords=(),
-        entities=(),
-        is_arabic=False,
-        language="en",
-        question_type="open",
-        context_budget=2000,
-    )
 
 
 # --- Corpus --------------------------------------------------------------------------------
@@ -210,7 +196,9 @@ def retriever(kind: str) -> InMemoryRetriever:
 @pytest.mark.parametrize("kind", ["bm25", "hybrid"])
 @pytest.mark.parametrize("query", load_demo_queries(), ids=lambda q: q.query[:40])
 def test_each_demo_query_retrieves_a_chunk(query: DemoQuery, kind: str) -> None:
-    chunks = retriever(kind).retrieve(query.query, plain_analysis(query.query), 5, query.filters)
+    chunks = retriever(kind).retrieve(
+        query.query, make_analysis(query.query, budget=2000), 5, query.filters
+    )
     assert chunks
     for chunk in chunks:
         for key, wanted in (query.filters or {}).items():
@@ -221,6 +209,9 @@ def test_each_demo_query_retrieves_a_chunk(query: DemoQuery, kind: str) -> None:
 def test_sample_retriever_indexes_every_document() -> None:
     retriever = sample_retriever()
     assert len(retriever) >= len(load_corpus())
-    indexed = {chunk.source for chunk in retriever.retrieve("the", plain_analysis("the"), 10_000)}
+    indexed = {
+        chunk.source
+        for chunk in retriever.retrieve("the", make_analysis("the", budget=2000), 10_000)
+    }
     english = {d["source"] for d in load_corpus() if d["metadata"]["lang"] == "en"}
     assert english <= indexed
