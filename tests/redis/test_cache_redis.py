@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +20,6 @@ from contextstore.redis.keys import ENTRY_MAGIC, NamespaceKeys
 from tests.backends import FakeClock
 from tests.redis import drop_namespace, make_client, namespace_keys
 from tests.redis_cluster import RedisServer, free_port
-
-
-@pytest.fixture(params=["fakeredis", "redis"])
-def client(request: pytest.FixtureRequest, namespace: str) -> Iterator[Any]:
-    client = make_client(request, request.param)
-    try:
-        yield client
-    finally:
-        drop_namespace(client, namespace)
-        client.close()
 
 
 class Explodes:

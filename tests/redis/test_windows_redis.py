@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,18 +16,8 @@ from contextstore.redis.client import FaultPolicy
 from contextstore.redis.keys import NamespaceKeys
 from contextstore.redis.windows import RedisWindows
 from tests.backends import FakeClock
-from tests.redis import drop_namespace, make_client, namespace_keys
+from tests.redis import drop_namespace, namespace_keys
 from tests.redis_cluster import RedisServer, free_port
-
-
-@pytest.fixture(params=["fakeredis", "redis"])
-def client(request: pytest.FixtureRequest, namespace: str) -> Iterator[Any]:
-    client = make_client(request, request.param)
-    try:
-        yield client
-    finally:
-        drop_namespace(client, namespace)
-        client.close()
 
 
 def test_samples_and_sums_are_text_under_the_schema(client: Any, namespace: str) -> None:
