@@ -133,6 +133,10 @@ def plot_metrics(
     for axes in (latency, lessons):
         axes.set_ylim(bottom=0)
     if points:
+        # Half a bucket of margin each side: the axis always spans the measured range (a
+        # single bucket would otherwise get matplotlib's default of several years).
+        margin = timedelta(seconds=points[0].bucket_seconds / 2)
+        lessons.set_xlim(points[0].bucket_start - margin, points[-1].bucket_start + margin)
         locator = dates.AutoDateLocator(tz=UTC)
         lessons.xaxis.set_major_locator(locator)
         lessons.xaxis.set_major_formatter(dates.ConciseDateFormatter(locator, tz=UTC))
