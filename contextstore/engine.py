@@ -16,7 +16,7 @@ import re
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -135,41 +135,26 @@ class ContextEngine:
         key = self._cache_key(query, scope, filters, override_budget)
         cached = self._cache_get(key)
         analysis = self.analyzer.analyze(query)
-        if cached is not None:
-            budget, context, chunks, totals, warnings = cached
-            passed = True
-        else:
-            budget = override_budget or self.adaptive.suggest_budget(analysis)
-            retrieved = self.retriever.retrieve(
-                query, analysis, self.config.retrieval.top_k, filters
-            )
-            kept = filter_chunks(
-                retrieved,
-                self.config.retrieval.min_chunk_length,
-                self.config.retrieval.max_chunk_length,
-            )
-            composed = compose_context(rank_chunks(kept, analysis), budget, self.config.template)
-            context, chunks = composed.text, composed.chunks_used
-            totals = {"retrieved": len(retrieved), "filtered": len(kept), "used": len(chunks)}
+        composition = cached or self._compose(query, analysis, filters, override_budget)
         lessons = self._match_lessons(scope)
+        passed = True
         if cached is None:
-            passed, warning_list = self.guard.validate(context, query, analysis)
-            warnings = tuple(warning_list)
+            passed, warnings = self.guard.validate(composition.context, query, analysis)
+            composition = replace(composition, warnings=tuple(warnings))
             if passed and self.cache is not None:
-                self.cache.put(key, _encode_payload(budget, context, chunks, totals, warnings))
-        elapsed_ms = (self._timer() - started) * 1000.0
+                self.cache.put(key, composition.encode())
         result = ContextResult(
-            context=context,
+            context=composition.context,
             lesson_block=render_lesson_block(lessons),
             lessons=lessons,
             query_analysis=analysis,
-            budget=budget,
-            chunks_used=chunks,
-            totals=totals,
-            context_length=len(context),
-            pipeline_ms=elapsed_ms,
+            budget=composition.budget,
+            chunks_used=composition.chunks,
+            totals=composition.totals,
+            context_length=len(composition.context),
+            pipeline_ms=(self._timer() - started) * 1000.0,
             guard_passed=passed,
-            guard_warnings=warnings,
+            guard_warnings=composition.warnings,
             cache_hit=cached is not None,
         )
         self._record(query, result)
@@ -219,13 +204,31 @@ class ContextEngine:
         }
         return make_key(query, material)
 
-    def _cache_get(
-        self, key: str
-    ) -> tuple[int, str, tuple[Chunk, ...], dict[str, int], tuple[str, ...]] | None:
+    def _cache_get(self, key: str) -> _Composition | None:
         if self.cache is None:
             return None
         raw = self.cache.get(key)
-        return None if raw is None else _decode_payload(raw)
+        return None if raw is None else _Composition.decode(raw)
+
+    def _compose(
+        self,
+        query: str,
+        analysis: QueryAnalysis,
+        filters: Mapping[str, Any] | None,
+        override_budget: int | None,
+    ) -> _Composition:
+        """Budget → retrieve → filter → rank → compose: the part a cache hit skips."""
+        budget = override_budget or self.adaptive.suggest_budget(analysis)
+        retrieval = self.config.retrieval
+        retrieved = self.retriever.retrieve(query, analysis, retrieval.top_k, filters)
+        kept = filter_chunks(retrieved, retrieval.min_chunk_length, retrieval.max_chunk_length)
+        composed = compose_context(rank_chunks(kept, analysis), budget, self.config.template)
+        totals = {
+            "retrieved": len(retrieved),
+            "filtered": len(kept),
+            "used": len(composed.chunks_used),
+        }
+        return _Composition(budget, composed.text, composed.chunks_used, totals)
 
     def _match_lessons(self, scope: Scope) -> MatchResult:
         if self.lessons is None:
@@ -293,37 +296,46 @@ def _storable(text: str) -> str:
     return _UNSTORABLE.sub("\ufffd", text)
 
 
-def _encode_payload(
-    budget: int,
-    context: str,
-    chunks: tuple[Chunk, ...],
-    totals: Mapping[str, int],
-    warnings: tuple[str, ...],
-) -> str:
-    return json.dumps(
-        {
-            "v": _PAYLOAD_VERSION,
-            "budget": budget,
-            "context": context,
-            "chunks": [[c.text, c.source, c.score, dict(c.metadata)] for c in chunks],
-            "totals": dict(totals),
-            "warnings": list(warnings),
-        },
-        ensure_ascii=False,
-        default=str,
-    )
+@dataclass(frozen=True)
+class _Composition:
+    """What a cache entry holds: one composed context and how it was made.
 
+    Stored as JSON text (never pickled). ``decode`` returns ``None`` for any text this
+    version did not write, so a foreign or outdated entry is a miss, not an error.
+    """
 
-def _decode_payload(
-    raw: str,
-) -> tuple[int, str, tuple[Chunk, ...], dict[str, int], tuple[str, ...]] | None:
-    """The cached run, or ``None`` when the text is not a payload this version wrote."""
-    try:
-        data = json.loads(raw)
-        if data["v"] != _PAYLOAD_VERSION:
+    budget: int
+    context: str
+    chunks: tuple[Chunk, ...]
+    totals: Mapping[str, int]
+    warnings: tuple[str, ...] = ()
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "v": _PAYLOAD_VERSION,
+                "budget": self.budget,
+                "context": self.context,
+                "chunks": [[c.text, c.source, c.score, dict(c.metadata)] for c in self.chunks],
+                "totals": dict(self.totals),
+                "warnings": list(self.warnings),
+            },
+            ensure_ascii=False,
+            default=str,
+        )
+
+    @classmethod
+    def decode(cls, raw: str) -> _Composition | None:
+        try:
+            data = json.loads(raw)
+            if data["v"] != _PAYLOAD_VERSION:
+                return None
+            chunks = tuple(
+                Chunk(str(text), str(source), float(score), dict(metadata))
+                for text, source, score, metadata in data["chunks"]
+            )
+            totals = {str(name): int(count) for name, count in data["totals"].items()}
+            warnings = tuple(str(warning) for warning in data["warnings"])
+            return cls(int(data["budget"]), str(data["context"]), chunks, totals, warnings)
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
-        chunks = tuple(Chunk(str(t), str(s), float(sc), dict(m)) for t, s, sc, m in data["chunks"])
-        totals = {str(name): int(count) for name, count in data["totals"].items()}
-        return int(data["budget"]), str(data["context"]), chunks, totals, tuple(data["warnings"])
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
