@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from benchmarks.context import Bench
 from benchmarks.report import Row, rate
-from contextstore.cli.fleet import FleetSpec, new_fleet_id, run_fleet, worker_prefix
+from contextstore.fleet import FleetSpec, new_fleet_id, run_fleet, worker_prefix
 from contextstore.sample_data import load_lessons
 from contextstore.sql.metrics import MetricsRepository
 from contextstore.sql.repository import LessonRepository

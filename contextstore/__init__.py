@@ -67,7 +67,8 @@ from contextstore.redis.cache import RedisContextCache
 from contextstore.redis.windows import RedisWindows
 from contextstore.retrieval import InMemoryRetriever, Retriever
 from contextstore.sql.database import migrate
-from contextstore.sql.metrics import MetricsReport, MetricsRepository
+from contextstore.sql.metrics import MetricsRepository
+from contextstore.sql.report import MetricsReport
 from contextstore.sql.repository import LessonRepository
 from contextstore.store import Store, connect
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from contextstore.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from contextstore.sql.metrics import SeriesPoint
+    from contextstore.sql.report import SeriesPoint
 
 MISSING_MATPLOTLIB = "matplotlib is not installed; install contextstore[plot] to draw plots"
 

@@ -30,7 +30,8 @@ from contextstore.cli.common import (
 )
 from contextstore.cli.options import DatabaseUrl, Json, open_store
 from contextstore.errors import ContextStoreError, ValidationError
-from contextstore.sql.metrics import MetricsFigures, MetricsReport, MetricsRepository
+from contextstore.sql.metrics import MetricsRepository
+from contextstore.sql.report import MetricsFigures, MetricsReport
 
 app = typer.Typer(
     help="Inspect the durable per-run metrics (query_metrics): report, plot and prune.",

@@ -1,0 +1,183 @@
+"""The statements that summarise ``query_metrics`` rows into ``MetricsFigures``.
+
+PostgreSQL computes the percentiles in SQL with ``percentile_cont``; other databases (SQLite)
+rank the rows with window functions in SQL, fetch only the two rows around each percentile's
+position and interpolate here with PostgreSQL's own arithmetic (IEEE doubles,
+``contextstore.sql.report.interpolate``), so both give the same figures for the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import InstrumentedAttribute
+
+from contextstore.errors import ValidationError
+from contextstore.sql.metric_validation import aware, checked_text
+from contextstore.sql.models import QueryMetricRow
+from contextstore.sql.report import PERCENTILES, MetricsFigures, interpolate
+
+__all__ = ["Group", "bucket_index", "filter_conditions", "grouped_figures"]
+
+Group = sa.ColumnElement[Any] | InstrumentedAttribute[Any]
+"""What rows may be grouped by: a column of ``QueryMetricRow`` or an expression over it."""
+
+
+def filter_conditions(
+    since: datetime | None,
+    until: datetime | None,
+    namespace: str | None,
+    worker_prefix: str | None,
+) -> list[sa.ColumnElement[bool]]:
+    """WHERE clauses for the shared filters, validating them (``ValidationError``)."""
+    conditions: list[sa.ColumnElement[bool]] = []
+    start = None if since is None else aware("since", since)
+    end = None if until is None else aware("until", until)
+    if start is not None and end is not None and start > end:
+        raise ValidationError("since", f"is after until ({start} > {end})")
+    if start is not None:
+        conditions.append(QueryMetricRow.recorded_at >= start)
+    if end is not None:
+        conditions.append(QueryMetricRow.recorded_at < end)
+    if namespace is not None:
+        conditions.append(
+            QueryMetricRow.namespace
+            == checked_text("namespace", namespace, limit=None, required=False)
+        )
+    if worker_prefix:
+        prefix = checked_text("worker_prefix", worker_prefix, limit=None, required=False)
+        # substr rather than LIKE: SQLite's LIKE ignores ASCII case, PostgreSQL's does not.
+        conditions.append(sa.func.substr(QueryMetricRow.worker, 1, len(prefix)) == prefix)
+    return conditions
+
+
+def bucket_index(dialect: str, bucket_seconds: int) -> sa.ColumnElement[int]:
+    """``floor(epoch_seconds(recorded_at) / bucket_seconds)`` as an integer, per dialect."""
+    if dialect == "postgresql":
+        epoch = sa.extract("epoch", QueryMetricRow.recorded_at)
+        return sa.cast(
+            sa.func.floor(sa.cast(epoch, sa.Numeric()) / sa.literal(bucket_seconds, sa.Numeric())),
+            sa.BigInteger(),
+        )
+    # SQLite keeps naive UTC text 'YYYY-MM-DD HH:MM:SS.ffffff'. The fraction is cut off
+    # before strftime, which would round it to milliseconds (23:59:59.9999 → the next day);
+    # whole seconds floor to the same bucket as the exact instant since bucket_seconds is
+    # whole. Floor division is spelled out so instants before 1970 floor, not truncate.
+    whole_seconds = sa.func.substr(QueryMetricRow.recorded_at, 1, 19)
+    seconds = sa.cast(sa.func.strftime("%s", whole_seconds), sa.Integer())
+    size = sa.literal(bucket_seconds, sa.Integer())
+    return (seconds - ((seconds % size) + size) % size) // size
+
+
+def _aggregates(group: Group | None, *, window: bool) -> list[sa.ColumnElement[Any]]:
+    """count, sums and first/last: as aggregates, or as window functions over ``group``."""
+    row = QueryMetricRow
+    columns: list[tuple[str, sa.FunctionElement[Any]]] = [
+        ("n", sa.func.count()),
+        ("context_total", sa.func.sum(row.context_length)),
+        ("guard_failures", sa.func.sum(sa.case((row.guard_passed, 0), else_=1))),
+        ("cache_hits", sa.func.sum(sa.case((row.cache_hit, 1), else_=0))),
+        ("matched_total", sa.func.sum(row.lessons_matched)),
+        ("included_total", sa.func.sum(row.lessons_included)),
+        ("first_at", sa.func.min(row.recorded_at)),
+        ("last_at", sa.func.max(row.recorded_at)),
+    ]
+    if not window:
+        return [function.label(name) for name, function in columns]
+    return [function.over(partition_by=group).label(name) for name, function in columns]
+
+
+def grouped_figures(
+    connection: sa.Connection,
+    conditions: Sequence[sa.ColumnElement[bool]],
+    group: Group | None,
+) -> dict[Any, MetricsFigures]:
+    """Figures per value of ``group`` (key ``None`` when ungrouped); groups without rows absent.
+
+    Each dialect path is a single statement, so the counts and the percentiles of a group
+    always describe the same rows.
+    """
+    key = (sa.null() if group is None else group).label("g")
+    if connection.dialect.name == "postgresql":
+        percentiles = [
+            sa.func.percentile_cont(fraction).within_group(QueryMetricRow.response_ms)
+            for fraction in PERCENTILES
+        ]
+        statement = sa.select(
+            key,
+            *_aggregates(group, window=False),
+            *[p.label(f"p{i}") for i, p in enumerate(percentiles)],
+        ).where(*conditions)
+        if group is not None:
+            statement = statement.group_by(group)
+        results: dict[Any, MetricsFigures] = {}
+        for row in connection.execute(statement).mappings():
+            if row["n"]:
+                values = tuple(row[f"p{i}"] for i in range(len(PERCENTILES)))
+                results[row["g"]] = _make_figures(row, values)
+        return results
+    return _figures_windowed(connection, conditions, group, key)
+
+
+def _figures_windowed(
+    connection: sa.Connection,
+    conditions: Sequence[sa.ColumnElement[bool]],
+    group: Group | None,
+    key: sa.Label[Any],
+) -> dict[Any, MetricsFigures]:
+    """Percentiles without ``percentile_cont``: rank in SQL, fetch only the needed ranks."""
+    rank = sa.func.row_number().over(partition_by=group, order_by=QueryMetricRow.response_ms)
+    ranked = (
+        sa.select(
+            key,
+            QueryMetricRow.response_ms.label("v"),
+            (rank - 1).label("rk"),
+            *_aggregates(group, window=True),
+        )
+        .where(*conditions)
+        .subquery()
+    )
+    # Rank 0 always, so every non-empty group yields a row carrying its aggregates; then the
+    # two ranks around each percentile's position. CAST truncates, i.e. floors (rk ≥ 0).
+    wanted = [ranked.c.rk == 0]
+    for fraction in PERCENTILES:
+        first = sa.cast(sa.literal(fraction, sa.Float()) * (ranked.c.n - 1), sa.Integer())
+        wanted.append(ranked.c.rk.between(first, first + 1))
+    statement = sa.select(ranked).where(sa.or_(*wanted))
+    rows: dict[Any, tuple[sa.RowMapping, dict[int, float]]] = {}
+    for row in connection.execute(statement).mappings():
+        _, ranks = rows.setdefault(row["g"], (row, {}))
+        ranks[int(row["rk"])] = float(row["v"])
+    results: dict[Any, MetricsFigures] = {}
+    for group_key, (row, ranks) in rows.items():
+        count = int(row["n"])
+        values = tuple(interpolate(ranks, count, fraction) for fraction in PERCENTILES)
+        results[group_key] = _make_figures(row, values)
+    return results
+
+
+def _make_figures(row: sa.RowMapping, percentiles: Sequence[float | None]) -> MetricsFigures:
+    # Means and rates are integer sums divided here, not AVG() in SQL: PostgreSQL's AVG of an
+    # integer is NUMERIC and SQLite's a double, and they could differ in the last digit.
+    runs = int(row["n"])
+    matched = int(row["matched_total"])
+    included = int(row["included_total"])
+    p50, p95, p99 = (None if value is None else float(value) for value in percentiles)
+    return MetricsFigures(
+        runs=runs,
+        p50_ms=p50,
+        p95_ms=p95,
+        p99_ms=p99,
+        mean_context_length=int(row["context_total"]) / runs,
+        guard_failure_rate=int(row["guard_failures"]) / runs,
+        cache_hit_rate=int(row["cache_hits"]) / runs,
+        lessons_matched_total=matched,
+        lessons_matched_mean=matched / runs,
+        lessons_included_total=included,
+        lessons_included_mean=included / runs,
+        first_recorded_at=row["first_at"],
+        last_recorded_at=row["last_at"],
+    )
