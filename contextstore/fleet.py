@@ -123,7 +123,9 @@ def shareable_database_url(database_url: str) -> str:
     if url.get_backend_name() != "sqlite":
         return database_url
     database = url.database or ""
-    if not database or database == ":memory:" or "mode=memory" in database:
+    # SQLAlchemy keeps "?mode=memory" of a file: URI in the URL's query, not in the path.
+    in_memory = url.query.get("mode") == "memory" or "mode=memory" in database
+    if not database or database == ":memory:" or in_memory:
         raise ConfigurationError(
             "fleet workers are separate processes and cannot share an in-memory SQLite "
             "database; give --database-url a file or a PostgreSQL URL"

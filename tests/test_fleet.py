@@ -42,7 +42,9 @@ def test_shareable_database_url_makes_sqlite_paths_absolute(
     assert shareable_database_url(uri) == uri
 
 
-@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+@pytest.mark.parametrize(
+    "url", ["sqlite://", "sqlite:///:memory:", "sqlite:///file:x?mode=memory&uri=true"]
+)
 def test_shareable_database_url_refuses_in_memory_sqlite(url: str) -> None:
     with pytest.raises(ConfigurationError, match="in-memory SQLite"):
         shareable_database_url(url)
