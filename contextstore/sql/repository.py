@@ -14,6 +14,7 @@ The audit rows in ``lesson_events`` are written by database triggers, not by thi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -28,6 +29,7 @@ from contextstore.lessons import (
     SEVERITIES,
     STATUSES,
     LessonRecord,
+    format_timestamp,
     read_jsonl,
     validate_entity_id,
     validate_record,
@@ -194,19 +196,30 @@ class LessonRepository:
     def candidates(self, scope: Scope) -> Lessons:
         """Active lessons sharing a key with ``lookup_keys(scope)``, ordered by entity_id.
 
-        One statement driven by ``ix_lesson_scopes_scope_key`` (``scope_key IN (...)``), the
-        lessons then fetched by primary key, never by scanning ``lessons`` for a selective
-        scope. An empty scope has no keys and returns ``[]`` without a query.
+        One statement, whatever the number of matches: it starts from
+        ``ix_lesson_scopes_scope_key`` and fetches each matching lesson by primary key, so it
+        never scans ``lessons`` (see ``_CANDIDATES``). Only the columns the matcher reads are
+        fetched. A lesson matched through several keys is returned once.
+
+        ``applies_to`` of each returned ``Lesson`` holds only the lesson's keys that are in
+        ``lookup_keys(scope)`` (sorted), not all of its keys: that is all ``match`` needs,
+        since one matching key makes a lesson eligible. Use ``get``/``list`` for the full
+        record. ``created_at`` is the RFC 3339 string ``LessonRecord.to_lesson()`` gives.
+
+        An empty scope has no keys and returns ``[]`` without a query. Inside ``using(session)``
+        the read runs in the caller's transaction and sees its uncommitted writes; otherwise it
+        runs on a read-only connection of its own (no ORM session).
         """
         keys = sorted(lookup_keys(scope))
         if not keys:
             return []
-        by_key = sa.select(SCOPES.c.lesson_id).where(SCOPES.c.scope_key.in_(keys))
-        query = sa.select(LESSONS).where(
-            LESSONS.c.status == "active", LESSONS.c.entity_id.in_(by_key)
-        )
-        with self._read() as session:
-            return [record.to_lesson() for record in _load(session, query)]
+        with translate_errors(self._engine.url):
+            if self._session is not None:
+                rows = _select_candidates(self._session.connection(), keys)
+            else:
+                with read_only(self._engine).connect() as connection:
+                    rows = _select_candidates(connection, keys)
+        return _candidate_lessons(rows)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -486,6 +499,86 @@ def _load(session: Session, query: sa.Select[Any]) -> Records:
         )
         for row in rows
     ]
+
+
+# The candidate lookup: matching keys → active lessons, one statement on each dialect. Both
+# pin the join order: ix_lesson_scopes_scope_key first, then each lesson by primary key —
+# whatever the planner statistics say (none at all on a database never ANALYZEd, where
+# ``status = 'active'`` looks selective and a free planner walks every active lesson, through
+# ix_lessons_status or a scan). Both bind the keys as ONE parameter, so the statement text is
+# the same for every scope and nothing is rendered per call.
+# - PostgreSQL: a text[] parameter. The lesson is fetched in a LATERAL subquery that refers
+#   to the key row; OFFSET 0 stops the planner from pulling it up into a free join (the
+#   PostgreSQL developers' own idiom for this), so it runs once per matching key row. That
+#   holds for a generic plan too: psycopg prepares a statement after 5 runs on a connection
+#   (here only inside a caller's session, as the ROLLBACK ending each read resets its count).
+# - SQLite: a JSON array unpacked by json_each. SQLite never reorders a CROSS JOIN.
+_CANDIDATES: Final = {
+    "postgresql": sa.text(
+        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key "
+        "FROM lesson_scopes k CROSS JOIN LATERAL ("
+        "SELECT entity_id, severity, created_at, injection_form FROM lessons "
+        "WHERE entity_id = k.lesson_id AND status = 'active' OFFSET 0) l "
+        "WHERE k.scope_key = ANY(CAST(:keys AS text[]))"
+    ),
+    "sqlite": sa.text(
+        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key "
+        "FROM lesson_scopes k CROSS JOIN lessons l "
+        "WHERE k.scope_key IN (SELECT value FROM json_each(:keys)) "
+        "AND l.entity_id = k.lesson_id AND l.status = 'active'"
+    ),
+}
+
+
+def _select_candidates(connection: sa.Connection, keys: Sequence[str]) -> Sequence[sa.Row[Any]]:
+    """Rows (entity_id, severity, created_at, injection_form, scope_key), one per matched key."""
+    if connection.dialect.name == "postgresql":
+        return connection.execute(_CANDIDATES["postgresql"], {"keys": list(keys)}).all()
+    return connection.execute(_CANDIDATES["sqlite"], {"keys": json.dumps(list(keys))}).all()
+
+
+def _candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
+    """``Lesson``s from ``_select_candidates`` rows: one per entity_id (code-point order), its
+    matched keys sorted, so the result does not depend on the plan's row order."""
+    found: dict[str, Sequence[Any]] = {}
+    matched: dict[str, list[str]] = {}
+    for row in rows:
+        keys = matched.get(row[0])
+        if keys is None:
+            found[row[0]] = row
+            matched[row[0]] = [row[4]]
+        else:
+            keys.append(row[4])
+    lessons: Lessons = []
+    for entity_id in sorted(found):
+        _, severity, created_at, injection_form, _ = found[entity_id]
+        lessons.append(
+            Lesson(
+                entity_id=entity_id,
+                status="active",  # the statement selects active lessons only
+                severity=severity,
+                created_at=_rfc3339(created_at),
+                applies_to=tuple(sorted(matched[entity_id])),
+                injection_form=injection_form,
+            )
+        )
+    return lessons
+
+
+def _rfc3339(value: datetime | str) -> str:
+    """A raw ``created_at`` rendered as ``LessonRecord.to_lesson()`` renders it.
+
+    PostgreSQL hands back an aware ``datetime``. SQLite hands back the stored text, naive UTC,
+    which is read as ``UTCDateTime`` reads it (``datetime.fromisoformat``, UTC attached when
+    naive) — except the form ``UTCDateTime`` itself writes, ``YYYY-MM-DD HH:MM:SS.ffffff``,
+    which is rewritten by slicing to the same string, several times faster.
+    """
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if len(value) == 26 and value[10] == " " and value[19] == "." and value[20:].isdigit():
+        return f"{value[:10]}T{value[11:]}+00:00"
+    moment = datetime.fromisoformat(value)
+    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
 
 
 def _columns(record: LessonRecord) -> dict[str, Any]:
