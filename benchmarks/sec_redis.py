@@ -146,7 +146,7 @@ def run_windows(bench: Bench) -> list[Row]:
     section = "Redis windows"
     rows = []
     for name, mine in (
-        ("record() (Lua: push, trim, sums, total)", record),
+        ("record() (Lua: ring slot, sums, total)", record),
         ("AdaptiveLearningSystem.suggest_budget() (reads the summary)", suggest),
     ):
         bench.say(f"redis windows: {name}")
