@@ -7,6 +7,7 @@ never a traceback.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import typer
@@ -34,6 +35,9 @@ app.add_typer(adaptive.app, name="adaptive")
 
 def main() -> None:
     """Console-script entry point."""
+    # The library logs (guard warnings, Redis outages) through logging; on the command line
+    # they are one line each on stderr, never mixed into stdout's tables or JSON.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     # Commands handle their own refusals; this is the backstop so nothing ever ends in a
     # traceback, whichever command raised.
     try:
