@@ -82,7 +82,7 @@ def demo(
         console.print(_runs_table(results))
         for line in _guard_warnings(results):
             console.print(Text(f"guard warning, {line}", style="yellow"))
-        console.print(_adaptive_table(engine.adaptive.get_performance_report()))
+        console.print(_adaptive_table(engine.adaptive.get_performance_report(), store))
         console.print(_durable_metrics_table(store))
 
 
@@ -289,9 +289,12 @@ def _guard_warnings(results: list[tuple[Scope, ContextResult]]) -> list[str]:
     ]
 
 
-def _adaptive_table(report: dict[str, float]) -> Table:
+def _adaptive_table(report: dict[str, float], store: Store) -> Table:
+    whose = (
+        f"every process of namespace {store.namespace!r}" if store.uses_redis else "this process"
+    )
     return table(
-        "Adaptive windows (the last 100 runs of this process)",
+        f"Adaptive windows: the last 100 runs of {whose}",
         ["runs", "in window", "mean ms", "mean length", "mean chunks", "guard failures"],
         [
             [
