@@ -14,6 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from contextstore.errors import ValidationError
+
 __all__ = [
     "BudgetAllocation",
     "CharTokenCounter",
@@ -180,7 +182,8 @@ _ZERO = BudgetAllocation(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 class ContextBudget:
     """The token window of one agent session and how each turn divides it.
 
-    ``max_tokens`` must be an int in ``[0, 2**64)`` (``ValueError`` otherwise).
+    ``max_tokens`` must be an int in ``[0, 2**64)`` and ``reserve_ratio`` a number, else
+    ``ValidationError`` (a ``ValueError``) naming the field.
     ``reserve_ratio`` is any float; a negative or NaN reserve becomes 0, and a ratio so large
     that the reserve is infinite reserves the whole window. Instances are immutable.
     """
@@ -188,8 +191,12 @@ class ContextBudget:
     __slots__ = ("_graph_enabled", "_max_tokens", "_reserve_ratio")
 
     def __init__(self, max_tokens: int, reserve_ratio: float) -> None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+            raise ValidationError("max_tokens", f"must be an int, got {max_tokens!r}")
         if not 0 <= max_tokens < _MAX_TOKENS_LIMIT:
-            raise ValueError(f"max_tokens must be in [0, 2**64), got {max_tokens}")
+            raise ValidationError("max_tokens", f"must be in [0, 2**64), got {max_tokens}")
+        if isinstance(reserve_ratio, bool) or not isinstance(reserve_ratio, int | float):
+            raise ValidationError("reserve_ratio", f"must be a number, got {reserve_ratio!r}")
         self._max_tokens = int(max_tokens)
         self._reserve_ratio = float(reserve_ratio)
         self._graph_enabled = False

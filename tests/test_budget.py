@@ -24,6 +24,7 @@ from contextstore.budget import (
     TokenCounter,
     default_token_counter,
 )
+from contextstore.errors import ValidationError
 
 CHARS = CharTokenCounter()
 SLOTS = (
@@ -193,6 +194,23 @@ def test_max_tokens_is_read_only_and_validated() -> None:
     with pytest.raises(ValueError, match="max_tokens"):
         ContextBudget(2**64, 0.1)
     ContextBudget(2**64 - 1, 0.1).allocate("", "", CHARS)  # the largest window still works
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "ratio", "field"),
+    [
+        (-1, 0.1, "max_tokens"),
+        ("8192", 0.1, "max_tokens"),
+        (True, 0.1, "max_tokens"),
+        (8192.0, 0.1, "max_tokens"),
+        (8192, "0.15", "reserve_ratio"),
+        (8192, None, "reserve_ratio"),
+    ],
+)
+def test_bad_constructor_arguments_name_the_field(max_tokens: Any, ratio: Any, field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ContextBudget(max_tokens, ratio)
+    assert caught.value.field == field
 
 
 def test_active_sources_counts_memory_slots_only() -> None:
