@@ -24,6 +24,7 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.client import NEVER_DECODE
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import parse_url
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError
@@ -206,13 +207,23 @@ class LuaScript:
         self.source = _lua_source(name)
         self.sha = hashlib.sha1(self.source.encode("utf-8"), usedforsecurity=False).hexdigest()
 
-    def __call__(self, keys: Sequence[str | bytes], args: Sequence[str | bytes | int]) -> Any:
-        client: Any = self.client  # redis-py types evalsha per client flavour; both accept this
+    def __call__(
+        self,
+        keys: Sequence[str | bytes],
+        args: Sequence[str | bytes | int],
+        *,
+        undecoded: bool = False,
+    ) -> Any:
+        """Run the script; ``undecoded`` returns bytes even from a ``decode_responses`` client
+        (for scripts whose replies are binary)."""
+        client: Any = self.client  # redis-py types commands per client flavour; both accept this
+        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
+        options = {NEVER_DECODE: True} if undecoded else {}
         try:
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+            return client.execute_command(*command, **options)
         except NoScriptError:
             client.script_load(self.source)
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+            return client.execute_command(*command, **options)
 
 
 class FaultPolicy:

@@ -18,17 +18,20 @@ key                                    type    holds
                                                a scan.
 ``cs:{<ns>}:cache:stats``              hash    ``hits``, ``misses`` (shared counters) and
                                                ``seq`` (the recency sequence, HINCRBY).
-``cs:{<ns>}:win``                      hash    the adaptive windows: field ``agg`` =
-                                               ``"<total> <n> <resp> <len> <chunks> <fails>"``
-                                               (records ever — the count that decides
-                                               auto-tune —, samples in the window, their
-                                               sums), fields ``0`` … ``99`` = a ring of the
-                                               last ``WINDOW`` samples, each
-                                               ``"<response_ms> <context_length>
-                                               <chunk_count> <failed 0|1>"``.
+``cs:{<ns>}:win``                      hash    the adaptive windows, every number a
+                                               little-endian IEEE 754 double (exact):
+                                               field ``agg`` = 48 bytes, ``<total> <n>
+                                               <resp> <len> <chunks> <fails>`` (records
+                                               ever — the count that decides auto-tune —,
+                                               samples in the window, their sums), fields
+                                               ``0`` … ``99`` = a ring of the last
+                                               ``WINDOW`` samples, 32 bytes each,
+                                               ``<response_ms> <context_length>
+                                               <chunk_count> <failed 0|1>``.
 =====================================  ======  ================================================
 
-No key has a TTL except cache entries. Nothing is pickled: every value is text.
+No key has a TTL except cache entries. Nothing is pickled: every value is text, except the
+windows' fixed-size binary doubles.
 
 Why the hash tag: Redis Cluster hashes only the part between the first ``{`` and the next
 ``}``, so every key of one namespace lives in the same slot, and one Lua script may touch

@@ -4,8 +4,9 @@ Same contract as ``MemoryWindows`` (see ``contextstore.adaptive.base``), with th
 Redis-specific facts:
 
 - Everything lives in one hash, ``cs:{ns}:win``: a ring of the last ``WINDOW`` samples and
-  one ``agg`` field holding the total and the window's sums (schema in
-  ``contextstore.redis.keys``).
+  one ``agg`` field holding the total and the window's sums, all as little-endian binary
+  doubles (schema in ``contextstore.redis.keys``): exact, and nothing formats or parses
+  numbers as text. Replies are read undecoded, so a ``decode_responses`` client works too.
 - ``record`` is one Lua script, one round trip (``contextstore/lua/windows_record.lua``):
   it writes the sample over the oldest one, increments the namespace's total and returns
   the summary, so the ``total_queries`` a process sees is the fleet-wide count including
@@ -22,8 +23,11 @@ Redis-specific facts:
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from typing import Any
+
+from redis.client import NEVER_DECODE
 
 from contextstore.adaptive.base import EMPTY_SUMMARY, WINDOW, Sample, Windows, WindowSummary
 from contextstore.adaptive.memory import MemoryWindows
@@ -40,16 +44,25 @@ from contextstore.resources import Closeable
 
 __all__ = ["RedisWindows"]
 
+# The stored layout (see windows_record.lua): little-endian doubles, exact for every value.
+_AGG = struct.Struct("<6d")  # total, samples in the window, resp, len, chunks, fails sums
+_SAMPLE = struct.Struct("<4d")  # response_ms, context_length, chunk_count, failed (0 or 1)
+# Binary replies must reach us as bytes even on a decode_responses client.
+_UNDECODED: dict[str, Any] = {NEVER_DECODE: True}
 
-def _summarise(agg: bytes | str | None) -> WindowSummary:
-    """Summary from the ``agg`` text ``"<total> <n> <resp> <len> <chunks> <fails>"``.
 
-    ``None`` (no record yet, or cleared) and text that does not parse are the empty summary.
+def _summarise(agg: object) -> WindowSummary:
+    """Summary from the 48-byte ``agg`` (``_AGG``: total, n and the four sums).
+
+    ``None`` (no record yet, or cleared), and anything but 48 bytes of sane counts (planted
+    data, the text layout of earlier versions), is the empty summary.
     """
+    if not isinstance(agg, bytes) or len(agg) != _AGG.size:
+        return EMPTY_SUMMARY
+    total, n, resp, length, chunks, fails = _AGG.unpack(agg)
     try:
-        total, n, resp, length, chunks, fails = (float(v) for v in (agg or "").split())
         samples, total_queries = int(n), int(total)
-    except (ValueError, OverflowError):  # planted text, nan, inf: never an exception
+    except (ValueError, OverflowError):  # planted bytes, nan, inf: never an exception
         return EMPTY_SUMMARY
     if samples <= 0:
         return WindowSummary(total_queries, 0, 0.0, 0.0, 0.0, 0.0)
@@ -107,14 +120,16 @@ class RedisWindows(Windows, Closeable):
 
     def record(self, sample: Sample) -> WindowSummary:
         """Append ``sample``; the summary with the fleet's new total (local one in an outage)."""
-        failed = 0 if sample.guard_passed else 1
-        packed = (
-            f"{float(sample.response_ms)!r} {int(sample.context_length)} "
-            f"{int(sample.chunk_count)} {failed}"
+        packed = _SAMPLE.pack(
+            float(sample.response_ms),
+            int(sample.context_length),
+            int(sample.chunk_count),
+            0 if sample.guard_passed else 1,
         )
 
         def run() -> WindowSummary:
-            summary = _summarise(self._record(keys=[self._key], args=[packed, self.window]))
+            agg = self._record(keys=[self._key], args=[packed, self.window], undecoded=True)
+            summary = _summarise(agg)
             self._shared_again()
             return summary
 
@@ -124,7 +139,8 @@ class RedisWindows(Windows, Closeable):
         """The shared summary (the process-local one while Redis is unreachable)."""
 
         def run() -> WindowSummary:
-            summary = _summarise(self.client.hget(self._key, b"agg"))
+            client: Any = self.client
+            summary = _summarise(client.execute_command("HGET", self._key, b"agg", **_UNDECODED))
             self._shared_again()
             return summary
 

@@ -7,6 +7,7 @@ Helpers shared by these modules live here. Clients come from ``make_client``:
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import pytest
@@ -43,7 +44,7 @@ def namespace_keys(client: Any, namespace: str) -> set[str]:
 def shared_total(client: Any, namespace: str) -> int | None:
     """The fleet-wide record total as stored in Redis (``None`` before any record)."""
     agg = client.hget(NamespaceKeys.of(namespace).windows, "agg")
-    return None if agg is None else int(float(agg.split()[0]))
+    return None if agg is None else int(struct.unpack_from("<d", agg)[0])
 
 
 class CountingConnection(redis.Connection):

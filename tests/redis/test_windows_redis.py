@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import struct
 from typing import Any
 
 import pytest
@@ -16,21 +17,39 @@ from contextstore.redis.client import FaultPolicy
 from contextstore.redis.keys import NamespaceKeys
 from contextstore.redis.windows import RedisWindows
 from tests.backends import FakeClock
-from tests.redis import drop_namespace, namespace_keys
+from tests.redis import drop_namespace, make_client, namespace_keys
 from tests.redis_cluster import RedisServer, free_port
 
 
-def test_samples_and_sums_are_text_under_the_schema(client: Any, namespace: str) -> None:
+def doubles(*values: float) -> bytes:
+    """The stored form of samples and sums: little-endian IEEE 754 doubles."""
+    return struct.pack(f"<{len(values)}d", *values)
+
+
+def test_samples_and_sums_are_binary_doubles_under_the_schema(client: Any, namespace: str) -> None:
     windows = RedisWindows(client, namespace=namespace)
     windows.record(Sample(12.5, 300, 4, guard_passed=False))
     windows.record(Sample(0.1 + 0.2, 100, 0, guard_passed=True))
     keys = NamespaceKeys.of(namespace)
     assert namespace_keys(client, namespace) == {keys.windows}
     assert client.hgetall(keys.windows) == {
-        b"0": b"12.5 300 4 1",
-        b"1": b"0.30000000000000004 100 0 0",
-        b"agg": b"2 2 12.800000000000001 400 4 1",
+        b"0": doubles(12.5, 300, 4, 1),
+        b"1": doubles(0.1 + 0.2, 100, 0, 0),
+        b"agg": doubles(2, 2, 12.5 + (0.1 + 0.2), 400, 4, 1),
     }
+
+
+@pytest.mark.parametrize(
+    "value",
+    [0.0, -0.0, 5e-324, 2.2250738585072014e-308, 1e-310, 1.7976931348623157e308, math.inf],
+)
+def test_every_double_is_stored_bit_for_bit(client: Any, namespace: str, value: float) -> None:
+    # fakeredis has no struct library: the script packs these bytes itself there.
+    windows = RedisWindows(client, namespace=namespace)
+    windows.record(Sample(value, 1, 1, True))
+    stored = client.hgetall(NamespaceKeys.of(namespace).windows)
+    assert stored[b"0"] == doubles(value, 1, 1, 0)
+    assert stored[b"agg"] == doubles(1, 1, 0.0 + value, 1, 1, 0)  # the sum starts at 0
 
 
 def test_the_ring_never_holds_more_than_the_window(client: Any, namespace: str) -> None:
@@ -39,7 +58,22 @@ def test_the_ring_never_holds_more_than_the_window(client: Any, namespace: str) 
         windows.record(Sample(float(i), i, 1, True))
     stored = client.hgetall(NamespaceKeys.of(namespace).windows)
     assert len(stored) == WINDOW + 1  # the ring and agg
-    assert stored[b"6"] == b"106.0 106 1 0"  # record 107 overwrote record 7's slot
+    assert stored[b"6"] == doubles(106.0, 106, 1, 0)  # record 107 overwrote record 7's slot
+
+
+def test_a_decoding_client_reads_the_binary_summary(
+    request: pytest.FixtureRequest, client: Any, namespace: str
+) -> None:
+    decoding = make_client(request, request.node.callspec.params["client"], decode_responses=True)
+    try:
+        windows = RedisWindows(decoding, namespace=namespace)
+        windows.record(Sample(1.0, 10, 1, True))
+        summary = windows.record(Sample(2.0, 30, 3, False))
+        assert summary == WindowSummary(2, 2, 1.5, 20.0, 2.0, 0.5)
+        assert windows.summary() == summary
+    finally:
+        drop_namespace(decoding, namespace)
+        decoding.close()
 
 
 def test_means_track_memory_windows_over_many_random_floats(client: Any, namespace: str) -> None:
@@ -85,6 +119,12 @@ def test_non_finite_response_times_wash_out(client: Any, namespace: str) -> None
         {"agg": b"-1e999 1 1 1 1 1"},
         {"agg": b"3 3 nan 1 1 1", "0": b"1 2", "1": b"nan nan nan nan", "2": b"\xff"},
         {"agg": b"200 100 1 1 1 1", "99": b"1e400 -5 x 1"},
+        {"agg": doubles(math.inf, math.nan, 1, 1, 1, 1)},
+        {"agg": doubles(-1, 1, 1, 1, 1, 1)},
+        {"agg": doubles(2.5, 1, 1, 1, 1, 1)},
+        {"agg": doubles(3, 3, math.nan, 1, 1, 1), "0": b"1 2", "1": doubles(*[math.nan] * 4)},
+        {"agg": doubles(200, 100, 1, 1, 1, 1), "99": doubles(math.inf, -5, math.nan, 1)},
+        {"agg": doubles(1e300, 1e300, 1, 1, 1, 1), "5": doubles(1, 1, 1, 1) + b"x"},
     ],
 )
 def test_planted_garbage_never_raises(
