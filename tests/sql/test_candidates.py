@@ -24,6 +24,25 @@ ID_SEGMENTS = st.sampled_from(["a", "b", "A"])
 TAGS = st.sampled_from(["x", "y", "X", "x.y", ""])
 
 
+def insert_raw(engine: sa.Engine, rows: list[dict[str, Any]], keys: list[dict[str, Any]]) -> None:
+    """Bulk-load lessons and their scope keys in plain SQL, as an administrator would."""
+    with engine.begin() as connection:
+        connection.execute(
+            sa.text(
+                "INSERT INTO lessons (entity_id, status, injection_form) "
+                "VALUES (:entity_id, :status, :injection_form)"
+            ),
+            rows,
+        )
+        connection.execute(
+            sa.text(
+                "INSERT INTO lesson_scopes (lesson_id, scope_key, position) "
+                "VALUES (:lesson_id, :scope_key, :position)"
+            ),
+            keys,
+        )
+
+
 def dotted(segments: st.SearchStrategy[str], max_size: int = 3) -> st.SearchStrategy[str]:
     return st.lists(segments, min_size=1, max_size=max_size).map(".".join)
 
@@ -141,21 +160,7 @@ def fleet(engine: sa.Engine, request: pytest.FixtureRequest) -> Iterator[sa.Engi
         for i, row in enumerate(rows)
         for position, key in enumerate([f"tag:t{i % 500}", f"id:fleet.team{i % 40}.agent{i}"])
     ]
-    with engine.begin() as connection:
-        connection.execute(
-            sa.text(
-                "INSERT INTO lessons (entity_id, status, injection_form) "
-                "VALUES (:entity_id, :status, :injection_form)"
-            ),
-            rows,
-        )
-        connection.execute(
-            sa.text(
-                "INSERT INTO lesson_scopes (lesson_id, scope_key, position) "
-                "VALUES (:lesson_id, :scope_key, :position)"
-            ),
-            keys,
-        )
+    insert_raw(engine, rows, keys)
     if request.param == "analyzed":
         with engine.connect() as connection:
             connection.execute(sa.text("ANALYZE"))
@@ -249,21 +254,7 @@ def test_candidates_send_one_statement_however_many_lessons_match(
         for row in rows
         for position, key in enumerate(["tag:wide", f"id:{row['entity_id']}"])
     ]
-    with engine.begin() as connection:
-        connection.execute(
-            sa.text(
-                "INSERT INTO lessons (entity_id, status, injection_form) "
-                "VALUES (:entity_id, :status, :injection_form)"
-            ),
-            rows,
-        )
-        connection.execute(
-            sa.text(
-                "INSERT INTO lesson_scopes (lesson_id, scope_key, position) "
-                "VALUES (:lesson_id, :scope_key, :position)"
-            ),
-            keys,
-        )
+    insert_raw(engine, rows, keys)
     scope = Scope(entity_ids=("wide.l0007",), tags=("wide",))
     with captured(engine) as statements:
         found = repo.candidates(scope)
