@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from contextstore import (
+    BackendUnavailableError,
     ConfigurationError,
     LessonRecord,
     MemoryContextCache,
@@ -140,3 +141,12 @@ def test_a_disabled_cache_is_not_wired(tmp_path: Path) -> None:
         assert engine.cache is None
         assert engine.run(QUERY).cache_hit is False
         assert engine.run(QUERY).cache_hit is False
+
+
+def test_an_unreachable_database_is_one_clear_error_not_a_driver_exception() -> None:
+    # Only Redis faults are fail-open: durable metrics need the database, so run() says so.
+    store = connect(database_url="postgresql+psycopg://nobody:secret@127.0.0.1:1/none")
+    with pytest.raises(BackendUnavailableError) as caught:
+        store.engine(retriever=retriever()).run(QUERY)
+    assert "is unavailable" in str(caught.value)
+    assert "secret" not in str(caught.value)
