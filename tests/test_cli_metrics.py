@@ -17,30 +17,15 @@ from contextstore.cli import app
 from contextstore.metrics import QueryMetric
 from contextstore.sql.database import create_database_engine, migrate
 from contextstore.sql.metrics import MetricsRepository
+from tests.factories import make_metric
 
 NOW = datetime.now(UTC)
 runner = CliRunner()
 
 
 def metric(age: timedelta, **fields: Any) -> QueryMetric:
-    values: dict[str, Any] = {
-        "recorded_at": NOW - age,
-        "namespace": "ns",
-        "worker": "alpha-1",
-        "query_hash": "0" * 32,
-        "complexity": "low",
-        "intent": "factual",
-        "budget": 800,
-        "context_length": 1000,
-        "chunk_count": 2,
-        "lessons_matched": 4,
-        "lessons_included": 2,
-        "response_ms": 100.0,
-        "guard_passed": True,
-        "cache_hit": False,
-    }
-    values.update(fields)
-    return QueryMetric(**values)
+    defaults = {"context_length": 1000, "lessons_matched": 4, "lessons_included": 2}
+    return make_metric(NOW - age, **{"response_ms": 100.0, **defaults, **fields})
 
 
 ROWS = [

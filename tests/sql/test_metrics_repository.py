@@ -32,6 +32,7 @@ from contextstore.sql.metrics import (
     percentile,
 )
 from contextstore.sql.models import QueryMetricRow
+from tests.factories import make_metric
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 LEVELS = ("low", "medium", "high")
@@ -48,24 +49,7 @@ class FixedClock:
 
 
 def metric(**fields: Any) -> QueryMetric:
-    values: dict[str, Any] = {
-        "recorded_at": T0,
-        "namespace": "ns",
-        "worker": "alpha-1",
-        "query_hash": "0" * 32,
-        "complexity": "low",
-        "intent": "factual",
-        "budget": 800,
-        "context_length": 100,
-        "chunk_count": 2,
-        "lessons_matched": 3,
-        "lessons_included": 1,
-        "response_ms": 12.5,
-        "guard_passed": True,
-        "cache_hit": False,
-    }
-    values.update(fields)
-    return QueryMetric(**values)
+    return make_metric(fields.pop("recorded_at", T0), **fields)
 
 
 def sample(namespace: str, count: int = 60, seed: int = 7) -> list[QueryMetric]:
