@@ -63,31 +63,13 @@ def plot_metrics(
         ("p95", "p95_ms", P95_COLOUR, "--"),
         ("p99", "p99_ms", P99_COLOUR, ":"),
     ):
-        values = [_value(point, attribute) for point in times]
-        latency.plot(
-            [_x(point) for point in times],
-            values,
-            style,
-            color=colour,
-            marker="o",
-            markersize=3,
-            linewidth=1.8,
-            label=label,
-        )
+        _line(latency, times, [_value(point, attribute) for point in times], style, colour, label)
     latency.set_ylabel("response time (ms)")
     latency.legend(**LEGEND, ncols=3)
 
     guard.set_title("Guard failures (share of runs whose context failed the guard)", loc="left")
-    guard.plot(
-        [_x(point) for point in times],
-        [_percent(point, "guard_failure_rate") for point in times],
-        "-",
-        color=GUARD_COLOUR,
-        marker="o",
-        markersize=3,
-        linewidth=1.8,
-        label="guard failures",
-    )
+    failures = [_percent(point, "guard_failure_rate") for point in times]
+    _line(guard, times, failures, "-", GUARD_COLOUR, "guard failures")
     guard.set_ylabel("guard failures (%)")
     # Scaled to the data (failures are usually a few percent) but never past 100 %.
     worst = max((_percent(point, "guard_failure_rate") for point in points), default=0.0)
@@ -99,16 +81,7 @@ def plot_metrics(
         ("matched", "lessons_matched_mean", MATCHED_COLOUR, "-"),
         ("included", "lessons_included_mean", INCLUDED_COLOUR, "--"),
     ):
-        lessons.plot(
-            [_x(point) for point in times],
-            [_value(point, attribute) for point in times],
-            style,
-            color=colour,
-            marker="o",
-            markersize=3,
-            linewidth=1.8,
-            label=label,
-        )
+        _line(lessons, times, [_value(point, attribute) for point in times], style, colour, label)
     lessons.set_ylabel("lessons per run (mean)")
     lessons.set_xlabel("time (UTC)")
     lessons.legend(**LEGEND, ncols=2)
@@ -190,6 +163,19 @@ def _with_gaps(points: Sequence[SeriesPoint]) -> list[SeriesPoint | datetime]:
                 result.append(previous.bucket_start + step)
         result.append(point)
     return result
+
+
+def _line(
+    axes: Any,
+    times: Sequence[SeriesPoint | datetime],
+    values: Sequence[float],
+    style: str,
+    colour: str,
+    label: str,
+) -> None:
+    """One series in the house style: a line with small markers at each bucket."""
+    xs = [_x(point) for point in times]
+    axes.plot(xs, values, style, color=colour, marker="o", markersize=3, linewidth=1.8, label=label)
 
 
 def _x(point: SeriesPoint | datetime) -> datetime:
