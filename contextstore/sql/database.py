@@ -31,7 +31,17 @@ from sqlalchemy import event, exc
 from contextstore.errors import BackendUnavailableError, ConfigurationError, ValidationError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+# The one copy lives at the repository's top level (``migrations/``); the wheel ships it inside
+# the package as ``contextstore/migrations`` so an installed contextstore can migrate itself.
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+MIGRATIONS_DIR = next(
+    (
+        candidate
+        for candidate in (_PACKAGE_DIR / "migrations", _PACKAGE_DIR.parent / "migrations")
+        if (candidate / "env.py").is_file()
+    ),
+    _PACKAGE_DIR / "migrations",
+)
 # Any fixed 64-bit number; all contextstore processes agree on it (PostgreSQL advisory lock).
 MIGRATION_LOCK_ID = 0x636F6E7465787473  # "contexts"
 READ_ONLY_OPTION = "contextstore_read_only"

@@ -1,6 +1,6 @@
 """SQLAlchemy models: the schema as Python sees it.
 
-Alembic migrations (``contextstore/migrations``) are the only way a schema is made; these
+Alembic migrations (``migrations/``) are the only way a schema is made; these
 models mirror them so ``alembic check`` reports no drift. Dialect-specific DDL — triggers and
 trigger functions — lives only in the migrations. Check constraints are declared here too, as
 documentation and for ``create_all`` in throwaway experiments, with the same names.
