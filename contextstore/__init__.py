@@ -45,6 +45,7 @@ from contextstore.errors import (
     BackendUnavailableError,
     ConfigurationError,
     ContextStoreError,
+    MissingExtraError,
     NotFoundError,
     ValidationError,
 )
@@ -117,6 +118,7 @@ __all__ = [
     "MetricsReport",
     "MetricsRepository",
     "MetricsSink",
+    "MissingExtraError",
     "NotFoundError",
     "PreparedContext",
     "QueryAnalysis",

@@ -30,3 +30,19 @@ class ConfigurationError(ContextStoreError):
 
 class BackendUnavailableError(ContextStoreError):
     """A storage service could not be reached; raised only where no fallback exists."""
+
+
+class MissingExtraError(ConfigurationError):
+    """An optional dependency is not installed; the message names the extra that brings it.
+
+    ``str()`` reads, for example: ``PostgreSQL needs the psycopg driver, which is not
+    installed: pip install 'contextstore[postgres]'``.
+    """
+
+    def __init__(self, purpose: str, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs {package}, which is not installed: "
+            f"pip install 'contextstore[{extra}]'"
+        )

@@ -1,6 +1,6 @@
 """``plot_metrics``: one PNG that shows how a fleet's runs went over time.
 
-matplotlib is an optional extra (``pip install contextstore[plot]``); it is imported only when
+matplotlib is an optional extra (``pip install 'contextstore[plot]'``); it is imported only when
 a plot is drawn. The figure is rendered with the Agg canvas directly — no pyplot, no global
 backend switch, no GUI — so it works in headless workers and in threads.
 """
@@ -14,12 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from contextstore.errors import ConfigurationError
+from contextstore.errors import MissingExtraError
 
 if TYPE_CHECKING:
     from contextstore.sql.report import SeriesPoint
 
-MISSING_MATPLOTLIB = "matplotlib is not installed; install contextstore[plot] to draw plots"
 
 # Colours that stay distinguishable for the common forms of colour blindness (Okabe-Ito).
 P50_COLOUR = "#0072B2"
@@ -46,8 +45,8 @@ def plot_metrics(
     the bucket's start; a line breaks where buckets without runs lie between two points. An
     empty series still writes a PNG, with the axes labelled and a "no runs" note.
 
-    Raises ``ConfigurationError`` when matplotlib is not installed; ``OSError`` when ``path``
-    cannot be written (the file is replaced if it exists).
+    Raises ``MissingExtraError`` (a ``ConfigurationError``) when matplotlib is not installed;
+    ``OSError`` when ``path`` cannot be written (the file is replaced if it exists).
     """
     figure_class, canvas_class, dates = _matplotlib()
     points = sorted(series, key=lambda point: point.bucket_start)
@@ -120,13 +119,13 @@ def plot_metrics(
 
 
 def _matplotlib() -> tuple[Any, Any, Any]:
-    """(Figure, FigureCanvasAgg, matplotlib.dates), or ``ConfigurationError`` when missing."""
+    """(Figure, FigureCanvasAgg, matplotlib.dates), or ``MissingExtraError`` when missing."""
     try:
         import matplotlib.dates as dates
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise ConfigurationError(MISSING_MATPLOTLIB) from exc
+        raise MissingExtraError("Drawing a plot", "matplotlib", "plot") from exc
     return Figure, FigureCanvasAgg, dates
 
 

@@ -251,7 +251,7 @@ def test_plot_without_matplotlib_is_one_line(
     url, _ = database
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     result = invoke("report", "--database-url", url, "--plot", str(tmp_path / "x.png"))
-    assert_one_line_error(result, "matplotlib is not installed", "contextstore[plot]")
+    assert_one_line_error(result, "needs matplotlib", "pip install 'contextstore[plot]'")
     assert result.exit_code == 1
 
 

@@ -61,6 +61,7 @@ def test_cache_stats_shows_the_namespace_figures(
         "misses": 1,
         "hit_rate": "50.0%",
         "ttl_sec": 300,
+        "hit_ratio": 0.5,
     }
     result = invoke(runner, "cache", "stats", "--redis-url", redis_url, "--namespace", namespace)
     assert result.exit_code == 0, result.output

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from contextstore.errors import ConfigurationError
-from contextstore.plot import MISSING_MATPLOTLIB, plot_metrics
+from contextstore.errors import ConfigurationError, MissingExtraError
+from contextstore.plot import plot_metrics
 from contextstore.sql.metrics import SeriesPoint
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -112,13 +112,15 @@ def test_an_unwritable_path_raises_os_error(tmp_path: Path) -> None:
         plot_metrics([point(0)], tmp_path / "missing" / "plot.png")
 
 
-def test_missing_matplotlib_is_a_configuration_error(
+def test_missing_matplotlib_is_a_configuration_error_naming_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A None entry in sys.modules makes "import matplotlib" fail as if it were not installed.
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ConfigurationError) as caught:
         plot_metrics([point(0)], tmp_path / "never.png")
-    assert str(caught.value) == MISSING_MATPLOTLIB
-    assert "contextstore[plot]" in str(caught.value)
+    assert isinstance(caught.value, MissingExtraError)
+    assert str(caught.value) == (
+        "Drawing a plot needs matplotlib, which is not installed: pip install 'contextstore[plot]'"
+    )
     assert not (tmp_path / "never.png").exists()

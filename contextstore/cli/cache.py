@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from contextstore.cli.common import console, console_err, print_json, table
+from contextstore.cli.common import console, fail, print_json, ratio, table
 from contextstore.cli.options import Json, Namespace, RedisUrl, open_store
 from contextstore.errors import ContextStoreError
 from contextstore.redis.client import FaultPolicy, hide_password
@@ -38,11 +38,6 @@ def shared_store(redis_url: str | None, namespace: str | None) -> Iterator[Store
             yield store
     except ContextStoreError as exc:
         fail(str(exc))
-
-
-def fail(message: str) -> None:
-    console_err.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
-    raise typer.Exit(1)
 
 
 def where(store: Store) -> dict[str, Any]:
@@ -73,7 +68,10 @@ def stats(
         location = where(store)
     figures.pop("errors", None)
     if json_output:
-        print_json({**location, **figures})
+        # The original's "42.0%" string stays for compatibility; hit_ratio is the same figure
+        # as a number (0.42), null before any request.
+        lookups = figures["hits"] + figures["misses"]
+        print_json({**location, **figures, "hit_ratio": ratio(figures["hits"], lookups)})
         return
     _header("Context cache", location)
     rows: list[list[Any]] = [

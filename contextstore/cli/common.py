@@ -1,10 +1,21 @@
-"""What every command shares: consoles, one-line errors, JSON output, opening the store."""
+"""What every command shares: consoles, one-line errors, JSON output, the root command.
+
+Every command registered anywhere under the root ``CommandLine`` group inherits its
+behaviour without doing anything: usage errors (a wrong type, a missing argument, an unknown
+option or command) become one ``error:`` line on stderr with exit status 2, and flags are
+listed in ``--help`` without a ``<bool>`` type.
+"""
 
 from __future__ import annotations
 
+import enum
 import json
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import PurePath
 from typing import Any, NoReturn
 
 import typer
@@ -13,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from contextstore.errors import ContextStoreError
 
@@ -21,8 +33,29 @@ console_err = Console(stderr=True)
 
 
 def print_json(data: Any) -> None:
-    """Machine-readable output for ``--json``: plain JSON on stdout, one document."""
-    print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    """Machine-readable output for ``--json``: plain JSON on stdout, one document.
+
+    Numbers stay numbers (a ``Decimal`` from PostgreSQL becomes an int or a float, never a
+    string); datetimes are ISO 8601, enums their value, paths their text.
+    """
+    print(json.dumps(data, ensure_ascii=False, indent=2, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, PurePath):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def ratio(numerator: int, denominator: int) -> float | None:
+    """``numerator / denominator`` as a number for JSON; ``None`` when nothing was counted."""
+    return numerator / denominator if denominator else None
 
 
 def table(
@@ -103,14 +136,20 @@ def format_cell(value: Any) -> str:
 # click does for unknown options; 1 when the library refused the request or a service failed.
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
-def fail(message: str, *, code: int = EXIT_FAILURE) -> NoReturn:
-    """Print ``error: message`` as exactly one line on stderr and exit with ``code``."""
+def error_line(message: str) -> None:
+    """Print ``error: message`` as exactly one line on stderr."""
     # Drivers put newlines in their messages; soft_wrap stops Rich from breaking the line at
     # the terminal width; escape keeps brackets ("contextstore[plot]") from reading as markup.
     line = escape(" ".join(message.split()))
     console_err.print(f"[red]error:[/red] {line}", highlight=False, soft_wrap=True)
+
+
+def fail(message: str, *, code: int = EXIT_FAILURE) -> NoReturn:
+    """Print ``error: message`` as exactly one line on stderr and exit with ``code``."""
+    error_line(message)
     raise typer.Exit(code)
 
 
@@ -121,3 +160,81 @@ def cli_errors() -> Iterator[None]:
         yield
     except (ContextStoreError, OSError, UnicodeDecodeError) as exc:
         fail(str(exc))
+
+
+class CommandLine(TyperGroup):
+    """The root command group; what it does applies to every command beneath it.
+
+    - A refusal or service failure a command did not handle itself is one ``error:`` line,
+      exit status 1; Ctrl-C is ``error: interrupted``, exit 130.
+    - A usage error is one line, ``error: <what> (see '<command> --help')``, exit status 2,
+      instead of the usage banner and an error panel. ``typer.Abort`` (a refused
+      confirmation) is ``error: aborted``, exit 1. A group run without a subcommand still
+      prints its help (exit 2).
+    - Flags (``--json``, ``--dry-run``, ``--help`` …) show no ``<bool>`` type in the help.
+    """
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        _plain_flags(self)
+        try:
+            result = super().main(
+                args,
+                prog_name,
+                complete_var,
+                standalone_mode=False,
+                windows_expand_args=windows_expand_args,
+                **extra,
+            )
+        except typer.Abort:
+            error_line("aborted")
+            result = EXIT_FAILURE
+        except KeyboardInterrupt:
+            error_line("interrupted")
+            result = EXIT_INTERRUPTED
+        except (ContextStoreError, OSError, UnicodeDecodeError) as exc:
+            # The backstop for a command that let a refusal through: still one line.
+            error_line(str(exc))
+            result = EXIT_FAILURE
+        except typer.TyperException as exc:  # click's UsageError family, vendored by typer
+            result = _report_usage_error(exc)
+        # Outside standalone mode click returns a typer.Exit's code as the result; commands
+        # themselves return None.
+        code = result if isinstance(result, int) and not isinstance(result, bool) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return result
+
+
+def _report_usage_error(exc: typer.TyperException) -> int:
+    code = int(getattr(exc, "exit_code", EXIT_USAGE))
+    context = getattr(exc, "ctx", None)
+    # Matched by name, as typer itself does: the class lives in typer's private click copy.
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        console.print(exc.format_message(), highlight=False, markup=False)
+        return code
+    message = exc.format_message()
+    if context is not None and code == EXIT_USAGE:
+        message = f"{message} (see '{context.command_path} --help')"
+    error_line(message)
+    return code
+
+
+def _plain_flags(command: TyperCommand | TyperGroup) -> None:
+    # An empty metavar is what the help shows in the type column: nothing for an on/off flag.
+    params = list(command.params)
+    help_option = command.get_help_option(typer.Context(command))
+    if help_option is not None:
+        params.append(help_option)
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    for child in getattr(command, "commands", {}).values():
+        _plain_flags(child)

@@ -15,7 +15,10 @@ from contextstore.cli.options import DatabaseUrl
 from contextstore.config import ContextEngineConfig
 from contextstore.sql.database import current_revision, downgrade, head_revision, migrate
 
-app = typer.Typer(help="Database schema: upgrade, downgrade, current.", no_args_is_help=True)
+app = typer.Typer(
+    help="The SQL schema: bring it up or down with the shipped migrations, and inspect it.",
+    no_args_is_help=True,
+)
 
 
 def _url(database_url: str | None) -> str:

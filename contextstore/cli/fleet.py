@@ -16,7 +16,15 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from contextstore.cli.common import console, console_err, format_cell, print_json, table
+from contextstore.cli.common import (
+    EXIT_USAGE,
+    console,
+    console_err,
+    fail,
+    format_cell,
+    print_json,
+    table,
+)
 from contextstore.cli.options import DatabaseUrl, Json, Namespace, RedisUrl, open_store
 from contextstore.config import ContextEngineConfig
 from contextstore.errors import ConfigurationError
@@ -48,17 +56,14 @@ def fleet(
     """Run N agent processes against the shared store and report the fleet from SQL."""
     err = console_err
     if workers < 1:
-        err.print(f"[red]error:[/red] --workers must be at least 1, got {workers}", highlight=False)
-        raise typer.Exit(2)
+        fail(f"--workers must be at least 1, got {workers}", code=EXIT_USAGE)
     if queries < 1:
-        err.print(f"[red]error:[/red] --queries must be at least 1, got {queries}", highlight=False)
-        raise typer.Exit(2)
+        fail(f"--queries must be at least 1, got {queries}", code=EXIT_USAGE)
     with open_store(database_url, redis_url, namespace) as store:
         try:
             database = shareable_database_url(store.config.database_url)
         except ConfigurationError as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False)
-            raise typer.Exit(2) from None
+            fail(str(exc), code=EXIT_USAGE)
         fallback = _fallback_note(store.config, database)
         if fallback:
             err.print(f"[yellow]note:[/yellow] {fallback}", highlight=False)
@@ -115,12 +120,7 @@ def fleet(
     if outcome.failures:
         raise typer.Exit(1)
     if report.runs != expected:
-        err.print(
-            f"[red]error:[/red] SQL holds {report.runs} runs for fleet {spec.fleet_id}, "
-            f"expected {expected}",
-            highlight=False,
-        )
-        raise typer.Exit(1)
+        fail(f"SQL holds {report.runs} runs for fleet {spec.fleet_id}, expected {expected}")
 
 
 def _fallback_note(config: ContextEngineConfig, database_url: str) -> str | None:

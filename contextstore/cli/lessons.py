@@ -22,7 +22,7 @@ from contextstore.lessons import LessonRecord, format_timestamp, parse_timestamp
 from contextstore.sql.repository import LessonEvent, LessonRepository
 
 app = typer.Typer(
-    help="Administer lessons: add, list, show, activate, retire, supersede, import, export.",
+    help="Administer lessons: their content, status and history, and JSON Lines in and out.",
     no_args_is_help=True,
 )
 

@@ -34,7 +34,8 @@ from contextstore.sql.metrics import MetricsRepository
 from contextstore.sql.report import MetricsFigures, MetricsReport
 
 app = typer.Typer(
-    help="Inspect the durable per-run metrics (query_metrics): report, plot and prune.",
+    help="Inspect the durable per-run metrics (query_metrics): reports, optionally plotted, "
+    "and pruning by age.",
     no_args_is_help=True,
 )
 

@@ -28,7 +28,12 @@ from alembic.script.revision import RevisionError
 from alembic.util.exc import CommandError
 from sqlalchemy import event, exc
 
-from contextstore.errors import BackendUnavailableError, ConfigurationError, ValidationError
+from contextstore.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    MissingExtraError,
+    ValidationError,
+)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # The one copy lives at the repository's top level (``migrations/``); the wheel ships it inside
@@ -75,15 +80,20 @@ def create_database_engine(url: str | sa.URL) -> sa.Engine:
     """An ``Engine`` for a SQLite or PostgreSQL URL, configured for many processes.
 
     Edge cases: a SQLite file whose directory does not exist, an unknown scheme, or a missing
-    driver raise ``ConfigurationError`` naming the URL (password hidden). Nothing connects
-    here; an unreachable server is reported on first use.
+    driver raise ``ConfigurationError`` naming the URL (password hidden); a missing psycopg
+    is a ``MissingExtraError`` naming the extra that installs it. Nothing connects here; an
+    unreachable server is reported on first use.
     """
     parsed = normalise_url(url)
     if parsed.get_backend_name() == "sqlite":
         _check_sqlite_path(parsed)
     try:
         engine = sa.create_engine(parsed)
-    except (ImportError, exc.ArgumentError) as error:
+    except ImportError as error:
+        if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg":
+            raise MissingExtraError("PostgreSQL", "the psycopg driver", "postgres") from error
+        raise ConfigurationError(f"database URL {_safe(parsed)!r} is unusable: {error}") from error
+    except exc.ArgumentError as error:
         raise ConfigurationError(f"database URL {_safe(parsed)!r} is unusable: {error}") from error
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
