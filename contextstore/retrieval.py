@@ -48,7 +48,22 @@ from contextstore.analysis import QueryAnalysis
 from contextstore.compose import Chunk
 from contextstore.embedding import EmbedFn
 from contextstore.errors import ValidationError
-from contextstore.text import fold_arabic
+from contextstore.ranking import (
+    Candidate,
+    CorpusStatistics,
+    RankingParameters,
+    average_length,
+    cosine,
+    fuse,
+    idf,
+    query_terms,
+    rank,
+    saturation,
+    top_order,
+    unit_rows,
+    unit_vector,
+)
+from contextstore.tokens import tokenize
 
 __all__ = [
     "DEFAULT_PASSAGE_CHARS",
@@ -64,53 +79,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_PASSAGE_CHARS = 800
 
-_TOKEN = re.compile(r"[\w\u0600-\u06FF]{2,}")
-# The Arabic definite article and the conjunction/preposition clitics written onto it. Without
-# this light stemming "الاسترداد" (the refund) and "استرداد" (a refund) never meet.
-_ARABIC_PREFIXES = ("وال", "بال", "كال", "فال", "لل", "ال")
-_ARABIC_ANY = re.compile(r"[\u0621-\u064A]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n")
 _SENTENCE_END = re.compile(r"(?<=\D[.!?؟।])\s+")
-
-
-def _normalize(text: str) -> str:
-    # Mirrors the analyzer's normalisation (SPEC §1.3) plus lower-casing.
-    return fold_arabic(text.lower())
-
-
-def _stem(token: str) -> str:
-    if "\u0621" <= token[0] <= "\u064a":
-        for prefix in _ARABIC_PREFIXES:
-            # Keep at least three letters, so short words such as "الى" are left alone.
-            if token.startswith(prefix) and len(token) - len(prefix) >= 3:
-                return token[len(prefix) :]
-    return token
-
-
-# Dropped from queries only (documents keep them so passage lengths stay honest): with the
-# +1 IDF they would still give every passage containing "the" a small positive score.
-# Compared after stemming, like every token.
-_STOP_WORD_TEXT = """
-a an and are as at be but by can could did do does for from had has have how i if in into
-is it its me my no not of on or our should so than that the their them then there these
-they this those to was we were what when where which who whom why will with would you your
-في من الى على عن ما ماذا هل هو هي هذا هذه ذلك تلك التي الذي الذين كان كانت ان او ثم قد لا
-لم لن مع كل بعد قبل عند كيف متى اين لماذا كم انا نحن انت
-"""
-_STOP_WORDS = frozenset(_stem(word) for word in _STOP_WORD_TEXT.split())
-
-
-def tokenize(text: str) -> list[str]:
-    """BM25 tokens: lower-cased, Arabic-normalised words of 2+ characters, article stripped.
-
-    ``"Rotate the TLS certs"`` → ``["rotate", "the", "tls", "certs"]``; ``"الاسترداد"`` →
-    ``["استرداد"]``. Never raises; a non-``str`` or empty text gives ``[]``.
-    """
-    if not isinstance(text, str):
-        return []
-    tokens = _TOKEN.findall(_normalize(text))
-    # Stemming is per token, but most texts have no Arabic at all: skip the loop for them.
-    return [_stem(token) for token in tokens] if _ARABIC_ANY.search(text) else tokens
 
 
 def split_passages(text: str, max_chars: int = DEFAULT_PASSAGE_CHARS) -> list[str]:
@@ -206,6 +176,7 @@ class Retriever(Protocol):
 class _Passage:
     text: str
     source: str
+    position: int  # the passage's 0-based index in its document
     metadata: Mapping[str, Any]
     terms: tuple[str, ...]  # distinct tokens, in first-seen order
     counts: tuple[int, ...]  # how often each of them occurs
@@ -218,17 +189,23 @@ class _Index:
 
     passages: tuple[_Passage, ...]
     vocabulary: Mapping[str, int]
-    # CSR over terms: term i's postings are docs[ptr[i]:ptr[i+1]] with BM25 weights[...],
-    # the weight being idf(t) · tf-saturation, so a query is a sum of a few row slices.
+    # CSR over terms: term i's postings are docs[ptr[i]:ptr[i+1]] with BM25 tf-saturations
+    # saturations[...]; a query is a sum of a few row slices, each times its term's idf.
     ptr: NDArray[np.int64]
     docs: NDArray[np.int64]
-    weights: NDArray[np.float64]
+    saturations: NDArray[np.float64]
+    total_length: int
     # Unit-normalised passage embeddings (zero rows where embedding failed); None = no fusion.
     # float32: half the memory, and a float32 matrix-vector product is also much faster.
     vectors: NDArray[np.float32] | None
     # Filled lazily per metadata key by _KeyPostings.of(); the snapshot's passages never
     # change, so a racing double fill computes the same value and is harmless.
     by_key: dict[str, _KeyPostings] = field(default_factory=dict)
+
+    def frequency(self, term: str) -> int:
+        """How many passages contain ``term``."""
+        row = self.vocabulary.get(term)
+        return 0 if row is None else int(self.ptr[row + 1] - self.ptr[row])
 
 
 def _equal(actual: object, wanted: object) -> bool:
@@ -293,13 +270,28 @@ def _eligible(index: _Index, filters: Mapping[str, Any]) -> NDArray[np.int64]:
     return np.flatnonzero(mask)
 
 
-def _min_max(values: NDArray[np.float64], low: float | None = None) -> NDArray[np.float64]:
-    """Scale to [0, 1]; ``low`` pins the minimum (default: the smallest value)."""
-    high = float(values.max())
-    low = float(values.min()) if low is None else low
-    if high > low:
-        return (values - low) / (high - low)
-    return np.full_like(values, 1.0 if high > 0.0 else 0.0)
+def _chunks(
+    passages: Sequence[_Passage],
+    eligible: NDArray[np.int64] | None,
+    scores: NDArray[np.float64],
+    top_k: int,
+) -> list[Chunk]:
+    """The best chunks; ``scores[i]`` belongs to passage ``eligible[i]`` (or ``i``)."""
+
+    def passage(i: int) -> _Passage:
+        return passages[i if eligible is None else int(eligible[i])]
+
+    order = top_order(scores, lambda i: (passage(i).source, passage(i).position), top_k)
+    # A fresh metadata dict: callers may mutate what they get without touching the index.
+    return [
+        Chunk(
+            text=passage(i).text,
+            source=passage(i).source,
+            score=float(scores[i]),
+            metadata=dict(passage(i).metadata),
+        )
+        for i in order
+    ]
 
 
 class InMemoryRetriever:
@@ -309,8 +301,9 @@ class InMemoryRetriever:
       passage becomes a chunk whose metadata is a copy of the document's metadata plus
       ``"passage"`` (its 0-based index in the document, overriding a same-named key).
       Blank documents add nothing.
-    * ``retrieve`` returns up to ``top_k`` chunks with a positive score, best first, ties in
-      insertion order; ``top_k <= 0``, an empty index, a blank query or filters nothing
+    * ``retrieve`` returns up to ``top_k`` chunks with a positive score, best first, in the
+      total order of ``ranking.top_order`` (equal scores by source, then passage number, then
+      insertion order); ``top_k <= 0``, an empty index, a blank query or filters nothing
       matches give ``[]``. It never raises on a query string: an ``embed_fn`` that raises or
       returns a vector of the wrong shape for the query is logged and the ranking falls back
       to BM25 alone; a passage whose embedding fails gets a zero vector.
@@ -322,9 +315,16 @@ class InMemoryRetriever:
       Embeddings are computed once per passage (batched through ``embed_fn.embed_many``
       when the callable has one).
 
+    * ``lexical_only``: with an ``embed_fn``, fusion normally ranks every eligible passage, so
+      one sharing no word with the query can still be found by similarity. ``True`` ranks
+      only the passages sharing a term with the query (fusion then re-orders those), which
+      is what a database's full-text index can find: with it the SQL knowledge base and
+      this retriever agree even when fusing. Without an ``embed_fn`` it changes nothing.
+
     ``keyword_weight`` must be in ``[0, 1]``, ``k1 >= 0``, ``b`` in ``[0, 1]`` and
     ``max_passage_chars >= 1``, else ``ValidationError``. See the module docstring for the
-    scoring formula.
+    scoring formula; the scoring itself is ``contextstore.ranking``'s, shared with the SQL
+    knowledge base.
     """
 
     def __init__(
@@ -335,6 +335,7 @@ class InMemoryRetriever:
         k1: float = 1.5,
         b: float = 0.75,
         max_passage_chars: int = DEFAULT_PASSAGE_CHARS,
+        lexical_only: bool = False,
     ) -> None:
         if not 0.0 <= keyword_weight <= 1.0:
             raise ValidationError("keyword_weight", f"must be in [0, 1], got {keyword_weight!r}")
@@ -349,6 +350,7 @@ class InMemoryRetriever:
         self._k1 = float(k1)
         self._b = float(b)
         self._max_passage_chars = max_passage_chars
+        self._lexical_only = lexical_only
         self._lock = threading.Lock()
         self._passages: list[_Passage] = []
         # Embeddings survive rebuilds: only passages added since the last build are embedded.
@@ -374,6 +376,7 @@ class InMemoryRetriever:
                 _Passage(
                     text=passage,
                     source=source,
+                    position=number,
                     metadata={**base, "passage": number},
                     terms=tuple(counts),
                     counts=tuple(counts.values()),
@@ -447,82 +450,88 @@ class InMemoryRetriever:
             if eligible.size == 0:
                 return []
 
-        keyword = self._bm25(index, query)
-        scores = keyword
-        if index.vectors is not None:
-            cosine = self._cosine(index.vectors, query)
-            if cosine is not None:
-                if eligible is not None:
-                    keyword, cosine = keyword[eligible], cosine[eligible]
-                fused = self._keyword_weight * _min_max(keyword, low=0.0) + (
-                    1.0 - self._keyword_weight
-                ) * _min_max(cosine)
-                return self._top(index, fused, eligible, top_k)
-        if eligible is not None:
-            scores = scores[eligible]
-        return self._top(index, scores, eligible, top_k)
+        terms = query_terms(query)
+        keyword = self._bm25(index, terms)
+        unit = self._query_vector(index.vectors, query)
+        if unit is not None and self._lexical_only:
+            return self._rank_matches(index, keyword, eligible, terms, unit, top_k)
+        scores = keyword if eligible is None else keyword[eligible]
+        if unit is not None:
+            assert index.vectors is not None
+            vectors = index.vectors if eligible is None else index.vectors[eligible]
+            scores = fuse(scores, cosine(vectors, unit), self._keyword_weight)
+        return _chunks(index.passages, eligible, scores, top_k)
 
-    def _bm25(self, index: _Index, query: str) -> NDArray[np.float64]:
+    def _bm25(self, index: _Index, terms: tuple[str, ...]) -> NDArray[np.float64]:
         scores = np.zeros(len(index.passages), dtype=np.float64)
-        terms = list(dict.fromkeys(tokenize(query)))
-        content = [t for t in terms if t not in _STOP_WORDS]
-        for term in content or terms:
+        for term in terms:
             row = index.vocabulary.get(term)
             if row is not None:
                 start, end = index.ptr[row], index.ptr[row + 1]
+                weight = idf(len(index.passages), int(end - start))
                 # A term's postings name each passage once, so fancy-index += is exact.
-                scores[index.docs[start:end]] += index.weights[start:end]
+                scores[index.docs[start:end]] += weight * index.saturations[start:end]
         return scores
 
-    def _cosine(self, vectors: NDArray[np.float32], query: str) -> NDArray[np.float64] | None:
+    def _query_vector(
+        self, vectors: NDArray[np.float32] | None, query: str
+    ) -> NDArray[np.float32] | None:
+        if vectors is None:
+            return None
         assert self._embed_fn is not None
         try:
-            vector = np.asarray(self._embed_fn(query), dtype=np.float64).ravel()
+            raw = self._embed_fn(query)
         except Exception:
             logger.warning("embed_fn failed on the query; ranking by BM25 only", exc_info=True)
             return None
-        if vector.shape != (vectors.shape[1],):
+        unit = unit_vector(raw, vectors.shape[1])
+        if unit is None:
             logger.warning(
                 "embed_fn returned shape %s for the query, passages have %s; BM25 only",
-                vector.shape,
+                np.shape(raw),
                 (vectors.shape[1],),
             )
-            return None
-        vector = np.nan_to_num(vector, nan=0.0, posinf=0.0, neginf=0.0)
-        norm = float(np.linalg.norm(vector))
-        if norm == 0.0:
-            return np.zeros(vectors.shape[0], dtype=np.float64)
-        unit = (vector / norm).astype(np.float32)
-        # einsum, not `@`: BLAS may hand a matrix-vector product to its thread pool, which
-        # on a busy host (many agent workers) turns a 0.1 ms product into 10+ ms stalls.
-        products = np.einsum("ij,j->i", vectors, unit)
-        cosine: NDArray[np.float64] = np.maximum(products, 0.0).astype(np.float64)
-        return cosine
+        return unit
 
-    @staticmethod
-    def _top(
+    def _rank_matches(
+        self,
         index: _Index,
-        scores: NDArray[np.float64],
+        keyword: NDArray[np.float64],
         eligible: NDArray[np.int64] | None,
+        terms: tuple[str, ...],
+        unit: NDArray[np.float32],
         top_k: int,
     ) -> list[Chunk]:
-        positive = np.flatnonzero(scores > 0.0)
-        # Stable sort on the negated score keeps insertion order among equal scores
-        # (positive and eligible are both ascending in passage order).
-        order = positive[np.argsort(-scores[positive], kind="stable")][:top_k]
-        results: list[Chunk] = []
-        for position in order:
-            passage = index.passages[int(eligible[position] if eligible is not None else position)]
-            results.append(
-                Chunk(
+        """Fusion over the lexical matches only, through the knowledge base's own ranking."""
+        assert index.vectors is not None
+        matched = np.flatnonzero(keyword > 0.0)
+        if eligible is not None:
+            matched = np.intersect1d(matched, eligible, assume_unique=True)
+        wanted = set(terms)
+        candidates = []
+        for number in matched:
+            passage = index.passages[int(number)]
+            counts = {
+                t: c for t, c in zip(passage.terms, passage.counts, strict=True) if t in wanted
+            }
+            candidates.append(
+                Candidate(
                     text=passage.text,
                     source=passage.source,
-                    score=float(scores[position]),
-                    # A fresh dict: callers may mutate what they get without touching the index.
-                    metadata=dict(passage.metadata),
+                    position=passage.position,
+                    length=passage.length,
+                    counts=counts,
+                    metadata=passage.metadata,
+                    vector=index.vectors[int(number)],
                 )
             )
-        return results
+        statistics = CorpusStatistics(
+            count=len(index.passages),
+            total_length=index.total_length,
+            frequencies={t: index.frequency(t) for t in terms},
+        )
+        parameters = RankingParameters(self._k1, self._b, self._keyword_weight)
+        return rank(candidates, terms, statistics, parameters, top_k, unit)
 
     def _current_index(self) -> _Index:
         index = self._index
@@ -553,19 +562,18 @@ class InMemoryRetriever:
         ptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
         np.cumsum(df.astype(np.int64), out=ptr[1:])
 
+        total_length = sum(p.length for p in passages)
         lengths = np.fromiter((p.length for p in passages), dtype=np.float64, count=n)
-        avgdl = float(lengths.mean()) if n and lengths.sum() > 0 else 1.0
-        idf = np.log1p((n - df + 0.5) / (df + 0.5))
-        k1, b = self._k1, self._b
-        norm = k1 * (1.0 - b + b * lengths[docs] / avgdl)
-        weights = np.repeat(idf, df.astype(np.int64)) * tf * (k1 + 1.0) / (tf + norm)
+        avgdl = average_length(n, total_length)
+        saturations = saturation(tf, lengths[docs], avgdl, self._k1, self._b)
 
         return _Index(
             passages=passages,
             vocabulary=vocabulary,
             ptr=ptr,
             docs=docs,
-            weights=weights,
+            saturations=saturations,
+            total_length=total_length,
             vectors=self._embed_passages(passages) if self._embed_fn is not None else None,
         )
 
@@ -606,11 +614,6 @@ class InMemoryRetriever:
         # The most common length wins; a vector of another length is treated as missing.
         dim = dims.most_common(1)[0][0]
         zero = np.zeros(dim, dtype=np.float64)
-        stacked = np.stack(
-            [v if v is not None and v.shape == (dim,) else zero for v in self._vectors]
+        return unit_rows(
+            np.stack([v if v is not None and v.shape == (dim,) else zero for v in self._vectors])
         )
-        stacked = np.nan_to_num(stacked, nan=0.0, posinf=0.0, neginf=0.0)
-        norms = np.linalg.norm(stacked, axis=1)
-        stacked /= np.where(norms > 0.0, norms, 1.0)[:, None]
-        vectors: NDArray[np.float32] = stacked.astype(np.float32)
-        return vectors
