@@ -22,12 +22,34 @@ from contextstore.sql.models import Base
 config = context.config
 target_metadata = Base.metadata
 
+# Full-text objects the migrations make for one dialect only, which the models cannot
+# describe: SQLite's FTS5 table (and the shadow tables it keeps) and PostgreSQL's generated
+# tsvector column with its GIN index. Comparing them would report drift that is not there.
+_DIALECT_ONLY = frozenset(
+    {
+        "chunks_fts",
+        "chunks_fts_config",
+        "chunks_fts_data",
+        "chunks_fts_docsize",
+        "chunks_fts_idx",
+        "search",
+        "ix_chunks_search",
+    }
+)
+
+
+def _include_object(
+    _object: object, name: str | None, _type: str, reflected: bool, compare_to: object
+) -> bool:
+    return not (reflected and compare_to is None and name in _DIALECT_ONLY)
+
 
 def _configure(connection: sa.Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
         compare_type=True,
+        include_object=_include_object,
         # SQLite cannot ALTER most things; batch mode rebuilds tables for future revisions.
         render_as_batch=connection.dialect.name == "sqlite",
     )

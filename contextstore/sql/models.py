@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from contextstore.sql.types import UTCDateTime
@@ -167,3 +168,119 @@ class QueryMetricRow(Base):
         sa.Index("ix_query_metrics_namespace_recorded_at", "namespace", "recorded_at"),
         sa.Index("ix_query_metrics_recorded_at", "recorded_at"),
     )
+
+
+# JSON that PostgreSQL stores as jsonb: compared by value (metadata filters) and walked by the
+# knowledge triggers with jsonb_object_keys.
+JsonValue = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+NAMESPACE_LENGTH = 128
+SOURCE_LENGTH = 1024
+# Index terms are at most 64 characters (contextstore.tokens.index_term).
+TERM_LENGTH = 64
+EMBEDDING_CHECK = {
+    "postgresql": (
+        "(embedding IS NULL AND embedder IS NULL AND dimension IS NULL) OR "
+        "(embedding IS NOT NULL AND embedder IS NOT NULL AND dimension > 0 "
+        "AND octet_length(embedding) = 4 * dimension)"
+    ),
+    "sqlite": (
+        "(embedding IS NULL AND embedder IS NULL AND dimension IS NULL) OR "
+        "(embedding IS NOT NULL AND embedder IS NOT NULL AND dimension > 0 "
+        "AND length(embedding) = 4 * dimension)"
+    ),
+}
+
+
+class DocumentRow(Base):
+    """``documents``: one knowledge document; ``source`` is unique within its namespace.
+
+    ``content_hash`` (``contextstore.knowledge.content_hash``) makes re-imports idempotent;
+    ``created_at`` never changes (a trigger refuses it).
+    """
+
+    __tablename__ = "documents"
+
+    id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(sa.String(NAMESPACE_LENGTH), nullable=False)
+    source: Mapped[str] = mapped_column(sa.String(SOURCE_LENGTH), nullable=False)
+    # "metadata" is taken on declarative classes, hence the attribute name.
+    meta: Mapped[Any] = mapped_column(
+        "metadata", JsonValue, nullable=False, server_default=sa.text("'{}'")
+    )
+    content_hash: Mapped[str] = mapped_column(sa.String(64), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), nullable=False, server_default=sa.func.current_timestamp()
+    )
+    updated_at: Mapped[datetime] = mapped_column(
+        UTCDateTime(), nullable=False, server_default=sa.func.current_timestamp()
+    )
+
+    __table_args__ = (sa.UniqueConstraint("namespace", "source"),)
+
+
+class ChunkRow(Base):
+    """``chunks``: one passage of a document, as ``InMemoryRetriever`` would split it.
+
+    ``terms`` (the distinct index terms, space-separated) feeds the full-text index: SQLite's
+    FTS5 table ``chunks_fts`` and, on PostgreSQL, the generated ``search`` tsvector with its GIN
+    index (both made by the migrations only). ``term_counts`` maps each index term to its
+    occurrences and ``length`` counts tokens: BM25's inputs. ``embedding`` is the unit vector
+    as little-endian float32 bytes, from ``embedder`` with ``dimension`` components.
+    """
+
+    __tablename__ = "chunks"
+
+    id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True, autoincrement=True)
+    document_id: Mapped[int] = mapped_column(
+        BigIntegerId, sa.ForeignKey("documents.id", ondelete="CASCADE"), nullable=False
+    )
+    namespace: Mapped[str] = mapped_column(sa.String(NAMESPACE_LENGTH), nullable=False)
+    position: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+    text: Mapped[str] = mapped_column(sa.Text(), nullable=False)
+    terms: Mapped[str] = mapped_column(sa.Text(), nullable=False)
+    term_counts: Mapped[Any] = mapped_column(JsonValue, nullable=False)
+    length: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+    embedding: Mapped[bytes | None] = mapped_column(sa.LargeBinary(), nullable=True)
+    embedder: Mapped[str | None] = mapped_column(sa.String(255), nullable=True)
+    dimension: Mapped[int | None] = mapped_column(sa.Integer(), nullable=True)
+
+    __table_args__ = (
+        sa.UniqueConstraint("document_id", "position"),
+        sa.CheckConstraint(EMBEDDING_CHECK["postgresql"], name="ck_chunks_embedding").ddl_if(
+            dialect="postgresql"
+        ),
+        sa.CheckConstraint(EMBEDDING_CHECK["sqlite"], name="ck_chunks_embedding").ddl_if(
+            dialect="sqlite"
+        ),
+    )
+
+
+class KnowledgeStatsRow(Base):
+    """``knowledge_stats``: a namespace's BM25 statistics and knowledge generation.
+
+    Kept by triggers on ``documents`` and ``chunks`` (any writer, SQL typed by hand too):
+    ``chunk_count`` passages of ``total_length`` tokens in ``document_count`` documents.
+    ``generation`` grows with every change and never goes back (the row is never deleted), so
+    a context cached at an older generation is known to be stale.
+    """
+
+    __tablename__ = "knowledge_stats"
+
+    namespace: Mapped[str] = mapped_column(sa.String(NAMESPACE_LENGTH), primary_key=True)
+    generation: Mapped[int] = mapped_column(sa.BigInteger(), nullable=False)
+    document_count: Mapped[int] = mapped_column(sa.BigInteger(), nullable=False)
+    chunk_count: Mapped[int] = mapped_column(sa.BigInteger(), nullable=False)
+    total_length: Mapped[int] = mapped_column(sa.BigInteger(), nullable=False)
+
+
+class KnowledgeTermRow(Base):
+    """``knowledge_terms``: in how many of a namespace's chunks each index term occurs.
+
+    Kept by triggers on ``chunks``; a term no chunk holds any more has no row.
+    """
+
+    __tablename__ = "knowledge_terms"
+
+    namespace: Mapped[str] = mapped_column(sa.String(NAMESPACE_LENGTH), primary_key=True)
+    term: Mapped[str] = mapped_column(sa.String(TERM_LENGTH), primary_key=True)
+    frequency: Mapped[int] = mapped_column(sa.BigInteger(), nullable=False)

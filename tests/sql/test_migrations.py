@@ -25,7 +25,37 @@ from contextstore.sql.database import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = {"lessons", "lesson_scopes", "lesson_events", "query_metrics"}
+HEAD = "0004_knowledge"
+TABLES = {
+    "lessons",
+    "lesson_scopes",
+    "lesson_events",
+    "query_metrics",
+    "documents",
+    "chunks",
+    "knowledge_stats",
+    "knowledge_terms",
+}
+KNOWLEDGE_TRIGGERS = {
+    "sqlite": {
+        "documents_immutable",
+        "documents_stats_insert",
+        "documents_stats_update",
+        "documents_stats_delete",
+        "chunks_index_insert",
+        "chunks_index_delete",
+        "chunks_index_update",
+    },
+    "postgresql": {
+        "documents_immutable",
+        "documents_stats_insert",
+        "documents_stats_update",
+        "documents_stats_delete",
+        "chunks_stats_insert",
+        "chunks_stats_update",
+        "chunks_stats_delete",
+    },
+}
 
 
 def schema_objects(url: str) -> dict[str, set[str]]:
@@ -33,7 +63,7 @@ def schema_objects(url: str) -> dict[str, set[str]]:
     engine = create_database_engine(url)
     try:
         with engine.connect() as connection:
-            tables = set(sa.inspect(connection).get_table_names()) & TABLES
+            tables = set(sa.inspect(connection).get_table_names()) & (TABLES | {"chunks_fts"})
             if connection.dialect.name == "sqlite":
                 triggers = set(
                     connection.exec_driver_sql(
@@ -63,15 +93,20 @@ def test_upgrade_downgrade_to_base_and_upgrade_again(empty_database_url: str) ->
     url = empty_database_url
     assert current_revision(url) is None
     migrate(url)
-    assert current_revision(url) == head_revision() == "0002"
+    assert current_revision(url) == head_revision() == HEAD
     objects = schema_objects(url)
-    assert objects["tables"] == TABLES
+    dialect = "postgresql" if "postgresql" in url else "sqlite"
+    assert objects["tables"] == TABLES | ({"chunks_fts"} if dialect == "sqlite" else set())
+    assert KNOWLEDGE_TRIGGERS[dialect] <= objects["triggers"]
     assert "lessons_immutable" in objects["triggers"]
     assert any(name.startswith("lessons_audit") for name in objects["triggers"])
     if "postgresql" in url:
         assert objects["functions"] == {
             "contextstore_lessons_immutable",
             "contextstore_lessons_audit",
+            "contextstore_documents_immutable",
+            "contextstore_documents_stats",
+            "contextstore_chunks_stats",
         }
 
     downgrade(url, "base")
@@ -80,7 +115,7 @@ def test_upgrade_downgrade_to_base_and_upgrade_again(empty_database_url: str) ->
 
     migrate(url)
     migrate(url)  # idempotent
-    assert current_revision(url) == "0002"
+    assert current_revision(url) == HEAD
     assert schema_objects(url) == objects
 
 
@@ -174,7 +209,7 @@ def test_concurrent_migrate_on_a_fresh_database(empty_database_url: str) -> None
     for process in processes:
         _, err = process.communicate(timeout=120)
         assert process.returncode == 0, err
-    assert current_revision(empty_database_url) == "0002"
+    assert current_revision(empty_database_url) == HEAD
 
 
 def test_concurrent_writers_wait_instead_of_failing(database_url: str) -> None:
@@ -209,7 +244,7 @@ def test_alembic_command_line_from_the_repository_root(empty_database_url: str) 
         timeout=120,
     )
     assert upgrade.returncode == 0, upgrade.stderr
-    assert current_revision(empty_database_url) == "0002"
+    assert current_revision(empty_database_url) == HEAD
     check = subprocess.run(
         [alembic, "check"],
         cwd=ROOT,
@@ -235,7 +270,7 @@ def test_alembic_defaults_to_a_sqlite_file_in_the_working_directory(tmp_path: Pa
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert current_revision(f"sqlite:///{tmp_path / 'contextstore.db'}") == "0002"
+    assert current_revision(f"sqlite:///{tmp_path / 'contextstore.db'}") == HEAD
 
 
 def test_db_command_line(empty_database_url: str) -> None:
@@ -248,9 +283,9 @@ def test_db_command_line(empty_database_url: str) -> None:
     result = runner.invoke(db_app, ["upgrade", "0001", *url])
     assert result.exit_code == 0 and "0001" in result.stdout, result.output
     result = runner.invoke(db_app, ["upgrade", *url])
-    assert result.exit_code == 0 and "0002" in result.stdout, result.output
+    assert result.exit_code == 0 and HEAD in result.stdout, result.output
     result = runner.invoke(db_app, ["current", *url])
-    assert result.stdout.startswith("0002 (head is 0002)"), result.output
+    assert result.stdout.startswith(f"{HEAD} (head is {HEAD})"), result.output
     result = runner.invoke(db_app, ["downgrade", "base", *url])
     assert result.exit_code == 0 and "base" in result.stdout, result.output
     assert schema_objects(empty_database_url)["tables"] == set()

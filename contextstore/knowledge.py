@@ -1,0 +1,232 @@
+"""Knowledge documents as values: validation, the JSON Lines format, chunking, content hashes.
+
+Pure: the SQL knowledge base (``contextstore.sql.knowledge``) stores what this module
+prepares, and the command line parses with it, so every entry point refuses the same input
+the same way — a ``ValidationError`` naming the field (``text``, ``source``, ``metadata``,
+``filters``) or the line (``line 3``, ``line 3.text``), before anything is written.
+
+A document becomes passages exactly as ``InMemoryRetriever.add`` splits it
+(``split_passages``), and each passage is counted by the retrievers' own tokenizer, keyed by
+``index_term`` (what the database's full-text index stores).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Final
+
+from contextstore.errors import ValidationError
+from contextstore.retrieval import DEFAULT_PASSAGE_CHARS, split_passages
+from contextstore.tokens import index_term, tokenize
+
+__all__ = [
+    "MAX_SOURCE_LENGTH",
+    "Document",
+    "DocumentInput",
+    "Passage",
+    "content_hash",
+    "parse_jsonl",
+    "prepare_passages",
+    "validate_document",
+    "validate_filters",
+]
+
+# Characters; the width of documents.source.
+MAX_SOURCE_LENGTH: Final = 1024
+# Filter values the databases compare the way Python does (see validate_filters).
+FilterValue = str | int | float | bool | None
+
+
+@dataclass(frozen=True)
+class DocumentInput:
+    """A document to store: ``source`` names it within the namespace."""
+
+    source: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.text, self.metadata)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A stored document: its passages (``get`` only; ``list`` leaves them empty).
+
+    ``created_at`` never changes; ``updated_at`` moves when the text or metadata changes.
+    """
+
+    source: str
+    metadata: Mapping[str, Any]
+    content_hash: str
+    chunk_count: int
+    created_at: datetime
+    updated_at: datetime
+    passages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One chunk as stored: ``counts`` maps index terms to occurrences, ``length`` in tokens."""
+
+    position: int
+    text: str
+    length: int
+    counts: Mapping[str, int]
+
+    @property
+    def terms(self) -> str:
+        """The full-text index's input: the distinct index terms, space-separated."""
+        return " ".join(self.counts)
+
+
+def content_hash(text: str, metadata: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the text and the metadata (key order does not matter)."""
+    canonical = json.dumps(
+        {"text": text, "metadata": metadata}, ensure_ascii=False, sort_keys=True
+    ).encode("utf-8")
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def prepare_passages(text: str, max_chars: int = DEFAULT_PASSAGE_CHARS) -> list[Passage]:
+    """``text`` split and counted the way ``InMemoryRetriever.add`` does it."""
+    passages = []
+    for position, passage in enumerate(split_passages(text, max_chars)):
+        tokens = tokenize(passage)
+        counts = Counter(index_term(token) for token in tokens)
+        passages.append(Passage(position, passage, len(tokens), dict(counts)))
+    return passages
+
+
+def _check_storable(value: str, field_name: str) -> None:
+    if "\x00" in value:
+        raise ValidationError(field_name, "contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValidationError(field_name, f"is not valid Unicode text: {error.reason}") from None
+
+
+def _check_json(value: Any, field_name: str) -> None:
+    """Only what JSON holds and both databases store: str keys, finite numbers, no NUL."""
+    if isinstance(value, str):
+        _check_storable(value, field_name)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValidationError(field_name, f"{value!r} is not a JSON number")
+    elif value is None or isinstance(value, bool | int):
+        return
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError(field_name, f"key {key!r} is not a string")
+            _check_storable(key, field_name)
+            _check_json(item, field_name)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_json(item, field_name)
+    else:
+        raise ValidationError(field_name, f"{type(value).__name__} is not a JSON value")
+
+
+def validate_document(
+    text: object, source: object, metadata: object = None, *, where: str = ""
+) -> DocumentInput:
+    """A checked ``DocumentInput``; ``where`` prefixes the field name (``"line 3."``).
+
+    ``text``: a string with a non-blank character; ``source``: a non-blank string of at most
+    ``MAX_SOURCE_LENGTH`` characters; ``metadata``: ``None`` (empty) or a JSON object (str
+    keys; str, finite number, bool, null, list and object values). No NUL and no lone
+    surrogate anywhere.
+    """
+    if not isinstance(source, str):
+        raise ValidationError(f"{where}source", f"must be a string, got {type(source).__name__}")
+    if not source.strip():
+        raise ValidationError(f"{where}source", "must not be empty")
+    if len(source) > MAX_SOURCE_LENGTH:
+        raise ValidationError(f"{where}source", f"must be at most {MAX_SOURCE_LENGTH} characters")
+    _check_storable(source, f"{where}source")
+    if not isinstance(text, str):
+        raise ValidationError(f"{where}text", f"must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise ValidationError(f"{where}text", "must not be empty")
+    _check_storable(text, f"{where}text")
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, Mapping):
+        raise ValidationError(f"{where}metadata", "must be a JSON object")
+    _check_json(metadata, f"{where}metadata")
+    return DocumentInput(source=source, text=text, metadata=dict(metadata))
+
+
+def parse_jsonl(lines: Iterable[str | bytes]) -> list[DocumentInput]:
+    """Documents from JSON Lines ``{"source", "text", "metadata"}``; blank lines are skipped.
+
+    All or nothing: the first bad line raises ``ValidationError`` naming it (``line 3`` for
+    invalid UTF-8 or JSON, ``line 3.text`` for a bad field), so a half-bad file is refused
+    whole. A source given twice is refused on its second line. Other keys are ignored.
+    """
+    documents: list[DocumentInput] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(lines, start=1):
+        where = f"line {number}"
+        if isinstance(raw, bytes):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValidationError(where, f"is not valid UTF-8 (byte {error.start})") from None
+        else:
+            line = raw
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError as error:
+            raise ValidationError(where, f"is not valid JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise ValidationError(where, "must be a JSON object")
+        document = validate_document(
+            data.get("text"), data.get("source"), data.get("metadata"), where=f"{where}."
+        )
+        if document.source in seen:
+            raise ValidationError(
+                f"{where}.source", f"{document.source!r} already appears on line {seen[document.source]}"
+            )
+        seen[document.source] = number
+        documents.append(document)
+    return documents
+
+
+def validate_filters(filters: object) -> dict[str, tuple[FilterValue, ...]]:
+    """Metadata filters as ``{key: (allowed values...)}``, each key required to match one.
+
+    A value may be a string, number, bool or ``None`` (the key present and null), or a list,
+    tuple or set of those meaning "any of". Numbers compare by value (``1`` matches ``1.0``);
+    a bool only matches a bool and a string only a string. Keys are non-empty strings without
+    ``"`` or ``\\``. Anything else raises ``ValidationError("filters")``.
+    """
+    if filters is None:
+        return {}
+    if not isinstance(filters, Mapping):
+        raise ValidationError("filters", f"must be a mapping, got {type(filters).__name__}")
+    checked: dict[str, tuple[FilterValue, ...]] = {}
+    for key, wanted in filters.items():
+        if not isinstance(key, str) or not key or '"' in key or "\\" in key:
+            raise ValidationError("filters", f"key {key!r} must be a non-empty string without quotes")
+        _check_storable(key, "filters")
+        options = tuple(wanted) if isinstance(wanted, list | tuple | set | frozenset) else (wanted,)
+        for option in options:
+            if option is not None and not isinstance(option, str | int | float | bool):
+                raise ValidationError(
+                    "filters", f"{key}: {type(option).__name__} values cannot be compared in SQL"
+                )
+            _check_json(option, "filters")
+        checked[key] = options
+    return checked
