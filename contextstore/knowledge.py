@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -21,7 +22,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
+import numpy as np
+from numpy.typing import NDArray
+
+from contextstore.embedding import EmbedFn
 from contextstore.errors import ValidationError
+from contextstore.ranking import unit_rows
 from contextstore.retrieval import DEFAULT_PASSAGE_CHARS, split_passages
 from contextstore.tokens import index_term, tokenize
 
@@ -31,11 +37,15 @@ __all__ = [
     "DocumentInput",
     "Passage",
     "content_hash",
+    "embed_passages",
+    "embedder_name",
     "parse_jsonl",
     "prepare_passages",
     "validate_document",
     "validate_filters",
 ]
+
+logger = logging.getLogger(__name__)
 
 # Characters; the width of documents.source.
 MAX_SOURCE_LENGTH: Final = 1024
@@ -197,7 +207,8 @@ def parse_jsonl(lines: Iterable[str | bytes]) -> list[DocumentInput]:
         )
         if document.source in seen:
             raise ValidationError(
-                f"{where}.source", f"{document.source!r} already appears on line {seen[document.source]}"
+                f"{where}.source",
+                f"{document.source!r} already appears on line {seen[document.source]}",
             )
         seen[document.source] = number
         documents.append(document)
@@ -219,7 +230,9 @@ def validate_filters(filters: object) -> dict[str, tuple[FilterValue, ...]]:
     checked: dict[str, tuple[FilterValue, ...]] = {}
     for key, wanted in filters.items():
         if not isinstance(key, str) or not key or '"' in key or "\\" in key:
-            raise ValidationError("filters", f"key {key!r} must be a non-empty string without quotes")
+            raise ValidationError(
+                "filters", f"key {key!r} must be a non-empty string without quotes"
+            )
         _check_storable(key, "filters")
         options = tuple(wanted) if isinstance(wanted, list | tuple | set | frozenset) else (wanted,)
         for option in options:
@@ -230,3 +243,61 @@ def validate_filters(filters: object) -> dict[str, tuple[FilterValue, ...]]:
             _check_json(option, "filters")
         checked[key] = options
     return checked
+
+
+def embedder_name(embed_fn: EmbedFn) -> str:
+    """What a chunk's ``embedder`` column records: the same for the same embedder everywhere.
+
+    An explicit ``name`` attribute wins; then a ``repr`` of the embedder's own
+    (``HashingEmbedder(dim=256)``); else the qualified name of its function or class.
+    """
+    name = getattr(embed_fn, "name", None)
+    if isinstance(name, str) and name:
+        return name[:255]
+    kind = type(embed_fn)
+    own_repr = kind.__dict__.get("__repr__") is not None or any(
+        "__repr__" in base.__dict__ for base in kind.__mro__[1:-1]
+    )
+    if own_repr and not hasattr(embed_fn, "__code__"):
+        return repr(embed_fn)[:255]
+    target: Any = embed_fn if hasattr(embed_fn, "__qualname__") else kind
+    return f"{target.__module__}.{target.__qualname__}"[:255]
+
+
+def embed_passages(embed_fn: EmbedFn, texts: list[str]) -> list[NDArray[np.float32] | None]:
+    """Unit float32 embeddings of ``texts`` (``None`` where the embedder failed).
+
+    Batched through ``embed_fn.embed_many`` when it has one, else one call per text. Rows
+    whose length differs from the most common one count as failures. Logs one warning per
+    call when any text failed, never raises.
+    """
+    raw: list[NDArray[np.float64] | None] = []
+    embed_many = getattr(embed_fn, "embed_many", None)
+    if texts and callable(embed_many):
+        try:
+            matrix = np.asarray(embed_many(texts), dtype=np.float64)
+            if matrix.ndim == 2 and matrix.shape[0] == len(texts):
+                raw = list(matrix)
+        except Exception:
+            logger.warning("embed_fn.embed_many failed; embedding one by one", exc_info=True)
+    if texts and not raw:
+        for text in texts:
+            try:
+                raw.append(np.asarray(embed_fn(text), dtype=np.float64).ravel())
+            except Exception:
+                raw.append(None)
+    dims = Counter(v.shape[0] for v in raw if v is not None and v.shape[0] > 0)
+    if not dims:
+        if texts:
+            logger.warning("embed_fn failed on all %d passages; they rank by BM25", len(texts))
+        return [None] * len(texts)
+    dim = dims.most_common(1)[0][0]
+    good = [i for i, v in enumerate(raw) if v is not None and v.shape == (dim,)]
+    if len(good) < len(texts):
+        logger.warning("embed_fn failed on %d of %d passages", len(texts) - len(good), len(texts))
+    result: list[NDArray[np.float32] | None] = [None] * len(texts)
+    if good:
+        rows = unit_rows(np.stack([raw[i] for i in good]))  # type: ignore[misc]
+        for row, i in zip(rows, good, strict=True):
+            result[i] = row
+    return result
