@@ -57,11 +57,18 @@ class AnalyzerConfig:
 
 @dataclass
 class RetrievalConfig:
-    """How many chunks the retriever returns (``top_k``) and the chunk length window (chars)."""
+    """How many chunks the retriever returns (``top_k``) and the chunk length window (chars).
+
+    For the SQL knowledge base: ``candidate_limit`` chunks at most are read per search (the
+    full-text index picks them), and ``embeddings`` turns on ``HashingEmbedder`` fusion
+    (vectors computed once, when a document is written).
+    """
 
     top_k: int = 8
     min_chunk_length: int = 20
     max_chunk_length: int = 4000
+    candidate_limit: int = 1000
+    embeddings: bool = False
 
 
 @dataclass

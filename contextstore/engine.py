@@ -33,10 +33,10 @@ from contextstore.guard import ContextGuard
 from contextstore.lessons import LessonSource
 from contextstore.matching import MatchOptions, MatchResult, Scope, match, render_lesson_block
 from contextstore.metrics import MetricsSink, QueryMetric
-from contextstore.retrieval import InMemoryRetriever, Retriever
+from contextstore.retrieval import InMemoryRetriever, Retriever, VersionedRetriever
 
 # Bumped whenever the cached payload's shape changes, so old entries read as misses.
-_PAYLOAD_VERSION = 1
+_PAYLOAD_VERSION = 2
 _EMPTY_MATCH = MatchResult(included=(), matched_count=0, included_count=0)
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 # The width of query_metrics.worker.
@@ -133,9 +133,14 @@ class ContextEngine:
         started = self._timer()
         scope = scope or Scope()
         key = self._cache_key(query, scope, filters, override_budget)
-        cached = self._cache_get(key)
+        # Read before retrieving: a change landing in between labels the new entry with the
+        # older generation, so the next run recomposes instead of trusting it.
+        generation = self._knowledge_generation()
+        cached = self._cache_get(key, generation)
         analysis = self.analyzer.analyze(query)
-        composition = cached or self._compose(query, analysis, filters, override_budget)
+        composition = cached or replace(
+            self._compose(query, analysis, filters, override_budget), generation=generation
+        )
         lessons = self._match_lessons(scope)
         passed = True
         if cached is None:
@@ -204,11 +209,20 @@ class ContextEngine:
         }
         return make_key(query, material)
 
-    def _cache_get(self, key: str) -> _Composition | None:
+    def _knowledge_generation(self) -> int | None:
+        if isinstance(self.retriever, VersionedRetriever):
+            return self.retriever.generation()
+        return None
+
+    def _cache_get(self, key: str, generation: int | None) -> _Composition | None:
+        """The cached composition, unless it was composed at another knowledge generation."""
         if self.cache is None:
             return None
         raw = self.cache.get(key)
-        return None if raw is None else _Composition.decode(raw)
+        composition = None if raw is None else _Composition.decode(raw)
+        if composition is None or composition.generation != generation:
+            return None
+        return composition
 
     def _compose(
         self,
@@ -302,6 +316,8 @@ class _Composition:
 
     Stored as JSON text (never pickled). ``decode`` returns ``None`` for any text this
     version did not write, so a foreign or outdated entry is a miss, not an error.
+    ``generation`` is the retriever's knowledge generation when it was composed (``None``
+    for a retriever without one).
     """
 
     budget: int
@@ -309,6 +325,7 @@ class _Composition:
     chunks: tuple[Chunk, ...]
     totals: Mapping[str, int]
     warnings: tuple[str, ...] = ()
+    generation: int | None = None
 
     def encode(self) -> str:
         return json.dumps(
@@ -319,6 +336,7 @@ class _Composition:
                 "chunks": [[c.text, c.source, c.score, dict(c.metadata)] for c in self.chunks],
                 "totals": dict(self.totals),
                 "warnings": list(self.warnings),
+                "generation": self.generation,
             },
             ensure_ascii=False,
             default=str,
@@ -336,6 +354,10 @@ class _Composition:
             )
             totals = {str(name): int(count) for name, count in data["totals"].items()}
             warnings = tuple(str(warning) for warning in data["warnings"])
-            return cls(int(data["budget"]), str(data["context"]), chunks, totals, warnings)
+            raw_generation = data["generation"]
+            generation = None if raw_generation is None else int(raw_generation)
+            return cls(
+                int(data["budget"]), str(data["context"]), chunks, totals, warnings, generation
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None

@@ -70,6 +70,7 @@ __all__ = [
     "EmbedFn",
     "InMemoryRetriever",
     "Retriever",
+    "VersionedRetriever",
     "split_passages",
     "tokenize",
 ]
@@ -170,6 +171,18 @@ class Retriever(Protocol):
         top_k: int,
         filters: Mapping[str, Any] | None = None,
     ) -> list[Chunk]: ...
+
+
+@runtime_checkable
+class VersionedRetriever(Retriever, Protocol):
+    """A retriever whose corpus has a generation: a number that grows with every change.
+
+    The engine stores the generation a context was composed at in its cache entry and treats
+    an entry of another generation as a miss, so no process is served a context composed from
+    an older corpus. ``generation`` must be cheap (one small read).
+    """
+
+    def generation(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

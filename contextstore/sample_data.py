@@ -28,6 +28,7 @@ from contextstore.retrieval import EmbedFn, InMemoryRetriever
 
 __all__ = [
     "DemoQuery",
+    "corpus_lines",
     "load_corpus",
     "load_demo_queries",
     "load_lessons",
@@ -57,6 +58,11 @@ def _read_text(name: str) -> str:
 def load_corpus() -> list[dict[str, Any]]:
     """The sample documents, in file order: dicts with ``source``, ``text``, ``metadata``."""
     return [json.loads(line) for line in _read_text("corpus.jsonl").splitlines() if line.strip()]
+
+
+def corpus_lines() -> list[str]:
+    """The sample corpus as its JSON Lines, for ``store.knowledge.import_jsonl``."""
+    return [line for line in _read_text("corpus.jsonl").splitlines() if line.strip()]
 
 
 def load_lessons() -> list[LessonRecord]:

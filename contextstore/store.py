@@ -24,12 +24,14 @@ if TYPE_CHECKING:
 
     from contextstore.engine import ContextEngine
     from contextstore.redis.client import FaultPolicy
+    from contextstore.sql.knowledge import KnowledgeBase
     from contextstore.sql.metrics import MetricsRepository
     from contextstore.sql.repository import LessonRepository
 
 
 class Store(Closeable):
-    """The shared state of one namespace: ``.lessons``, ``.metrics``, ``.cache``, ``.windows``."""
+    """The shared state of one namespace: ``.lessons``, ``.knowledge``, ``.metrics``,
+    ``.cache``, ``.windows``."""
 
     def __init__(self, config: ContextEngineConfig) -> None:
         self.config = config
@@ -55,6 +57,24 @@ class Store(Closeable):
         from contextstore.sql.repository import LessonRepository
 
         return LessonRepository(self.sql_engine)
+
+    @cached_property
+    def knowledge(self) -> KnowledgeBase:
+        """The namespace's documents in SQL; the engine's retriever unless one is given."""
+        from contextstore.sql.knowledge import KnowledgeBase
+
+        retrieval = self.config.retrieval
+        embed_fn = None
+        if retrieval.embeddings:
+            from contextstore.embedding import HashingEmbedder
+
+            embed_fn = HashingEmbedder()
+        return KnowledgeBase(
+            self.sql_engine,
+            self.namespace,
+            embed_fn=embed_fn,
+            candidate_limit=retrieval.candidate_limit,
+        )
 
     @cached_property
     def metrics(self) -> MetricsRepository:
@@ -102,6 +122,7 @@ class Store(Closeable):
         from contextstore.engine import ContextEngine
 
         parts: dict[str, Any] = {
+            "retriever": self.knowledge,
             "lessons": self.lessons,
             "cache": self.cache if self.config.cache.enabled else None,
             "windows": self.windows,

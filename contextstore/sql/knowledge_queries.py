@@ -102,7 +102,8 @@ def filter_conditions(
 def _equals(dialect: str, key: str, option: FilterValue) -> sa.ColumnElement[bool]:
     metadata = DOCUMENTS.c["metadata"]
     if dialect == "postgresql":
-        value = sa.cast(json.dumps(option), postgresql.JSONB)
+        # Bound as text and cast, so the JSON is encoded exactly once.
+        value = sa.cast(sa.literal(json.dumps(option), sa.Text()), postgresql.JSONB)
         return metadata.op("->")(key) == value
     path = f'$."{key}"'
     kind = sa.func.json_type(metadata, path)
