@@ -100,7 +100,10 @@ class ContextEngine:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.config = config or ContextEngineConfig()
-        self.retriever: Retriever = retriever or InMemoryRetriever(embed_fn)
+        # "is None", not "or": an empty InMemoryRetriever is falsy (it has a length).
+        self.retriever: Retriever = (
+            retriever if retriever is not None else InMemoryRetriever(embed_fn)
+        )
         self.lessons = lessons
         if cache is None and self.config.cache.enabled:
             cache = MemoryContextCache(self.config.cache.max_size, self.config.cache.ttl_seconds)
