@@ -13,11 +13,13 @@ from enum import StrEnum
 from typing import Final
 
 from contextstore.analysis_lexicon import (
+    ARABIC_WH_PREFIXES,
+    ARABIC_YES_NO_PREFIXES,
     ENGLISH_STOP_WORDS,
+    ENGLISH_WH_PREFIXES,
+    ENGLISH_YES_NO_PREFIXES,
     INTENT_SIGNALS,
     STOP_WORDS,
-    WH_PREFIXES,
-    YES_NO_PREFIXES,
 )
 from contextstore.config import AnalyzerConfig
 from contextstore.text import fold_arabic
@@ -38,6 +40,8 @@ class QueryIntent(StrEnum):
     PROCEDURAL = "procedural"
     CODE = "code"
     SUMMARIZE = "summarize"
+    # Only for an empty or blank query, which has no intent at all (as in the original).
+    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +133,14 @@ def _keywords(lowered: str) -> tuple[str, ...]:
     return tuple(ranked[:MAX_KEYWORDS])
 
 
-def _question_type(lowered: str) -> str:
-    if lowered.startswith(WH_PREFIXES):
+def _question_type(lowered: str, is_arabic: bool) -> str:
+    # Only the detected language's words count, as in the original: "ما" opening a mostly
+    # English query does not make it a wh-question, nor "is" an Arabic one a yes/no.
+    wh = ARABIC_WH_PREFIXES if is_arabic else ENGLISH_WH_PREFIXES
+    yes_no = ARABIC_YES_NO_PREFIXES if is_arabic else ENGLISH_YES_NO_PREFIXES
+    if lowered.startswith(wh):
         return "wh-question"
-    if lowered.startswith(YES_NO_PREFIXES):
+    if lowered.startswith(yes_no):
         return "yes/no"
     return "open"
 
@@ -206,13 +214,17 @@ class RuleBasedQueryAnalyzer:
           words; else MEDIUM. Empty or blank query → LOW.
         - ``intent``: the intent with most signal phrases occurring as substrings of the
           lowercased normalised text; ties go to the earlier of factual, reasoning,
-          comparative, procedural, code, summarize; no signal → factual.
+          comparative, procedural, code, summarize; no signal → factual. An empty or blank
+          query (``query.strip() == ""``) → ``QueryIntent.UNKNOWN``, the only case that
+          gives it.
         - ``keywords``: tokens ``[\\w\\u0600-\\u06FF]{2,}`` of the lowercased normalised text
           minus stop words, scored ``count * (1 + 0.05 * len)``, best 12, ties in first-seen
           order. The token class includes Arabic punctuation (``،`` ``؟``), so a word written
           against it keeps it, as the pattern says.
         - ``question_type``: ``wh-question`` / ``yes/no`` / ``open`` by plain ``startswith``
-          (so ``"island…"`` counts as ``yes/no``, as in the original).
+          (so ``"island…"`` counts as ``yes/no``, as in the original), against the detected
+          language's words only: ``ما|من|متى|اين|كيف|لماذا|كم`` and ``هل`` for an Arabic
+          query, the English words for any other. An empty or blank query → ``""``.
         - ``is_arabic`` / ``language``: :func:`is_arabic_text` on the normalised text;
           ``"ar"`` or ``"en"``.
         - ``entities``: :func:`extract_entities` on the normalised text.
@@ -222,16 +234,19 @@ class RuleBasedQueryAnalyzer:
         lowered = normalized.lower()
         complexity = _complexity(normalized)
         is_arabic = is_arabic_text(normalized)
+        # Judged on the query as given, as the original does: a query of Arabic diacritics
+        # alone is not blank, though nothing of it is left once normalised.
+        blank = not query.strip()
         return QueryAnalysis(
             original_query=query,
             normalized=normalized,
-            intent=_intent(lowered),
+            intent=QueryIntent.UNKNOWN if blank else _intent(lowered),
             complexity=complexity,
             keywords=_keywords(lowered),
             entities=extract_entities(normalized),
             is_arabic=is_arabic,
             language="ar" if is_arabic else "en",
-            question_type=_question_type(lowered),
+            question_type="" if blank else _question_type(lowered, is_arabic),
             context_budget=self.budget_for(complexity),
         )
 

@@ -61,13 +61,14 @@ INTENT_SIGNALS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
     ),
 )
 
-# Prefixes for ``question_type`` (plain ``startswith`` on the lowercased normalised text).
-WH_PREFIXES: Final[tuple[str, ...]] = _phrases(
-    "what|who|when|where|how|why|which", "ما|من|متى|اين|كيف|لماذا|كم"
+# Prefixes for ``question_type`` (plain ``startswith`` on the lowercased normalised text), one
+# table per language: a query is checked against its detected language's words only.
+ENGLISH_WH_PREFIXES: Final[tuple[str, ...]] = _phrases("what|who|when|where|how|why|which")
+ENGLISH_YES_NO_PREFIXES: Final[tuple[str, ...]] = _phrases(
+    "is|are|was|were|do|does|did|can|could|will"
 )
-YES_NO_PREFIXES: Final[tuple[str, ...]] = _phrases(
-    "is|are|was|were|do|does|did|can|could|will", "هل"
-)
+ARABIC_WH_PREFIXES: Final[tuple[str, ...]] = _phrases("ما|من|متى|اين|كيف|لماذا|كم")
+ARABIC_YES_NO_PREFIXES: Final[tuple[str, ...]] = _phrases("هل")
 
 # Small on purpose: only words that carry no topic. Single letters never reach this table
 # because keywords need two or more characters.

@@ -184,8 +184,9 @@ class ContextBudget:
 
     ``max_tokens`` must be an int in ``[0, 2**64)`` and ``reserve_ratio`` a number, else
     ``ValidationError`` (a ``ValueError``) naming the field.
-    ``reserve_ratio`` is any float; a negative or NaN reserve becomes 0, and a ratio so large
-    that the reserve is infinite reserves the whole window. Instances are immutable.
+    ``reserve_ratio`` is any float; a negative or NaN reserve becomes 0, and a reserve at or
+    beyond 2**64 (an infinite ratio included) saturates at 2**64 − 1, as the original's cast
+    to ``usize`` does, which leaves nothing available. Instances are immutable.
     """
 
     __slots__ = ("_graph_enabled", "_max_tokens", "_reserve_ratio")
@@ -198,7 +199,10 @@ class ContextBudget:
         if isinstance(reserve_ratio, bool) or not isinstance(reserve_ratio, int | float):
             raise ValidationError("reserve_ratio", f"must be a number, got {reserve_ratio!r}")
         self._max_tokens = int(max_tokens)
-        self._reserve_ratio = float(reserve_ratio)
+        try:
+            self._reserve_ratio = float(reserve_ratio)
+        except OverflowError:  # an int beyond float64: its f32 is infinite anyway
+            self._reserve_ratio = math.inf if reserve_ratio > 0 else -math.inf
         self._graph_enabled = False
 
     @property
@@ -243,7 +247,9 @@ class ContextBudget:
         """Divide the window for one turn. Never raises (unless ``counter`` does).
 
         In order: ``max_tokens == 0`` gives all zeros without counting the prompts. The
-        reserve is ``trunc(f32(max_tokens) * f32(reserve_ratio))``. ``available`` is what
+        reserve is ``trunc(f32(max_tokens) * f32(reserve_ratio))``, where ``f32`` of an
+        integer rounds once to nearest-even (:func:`f32_from_int`), negative or NaN → 0,
+        saturating at 2**64 − 1. ``available`` is what
         is left after the reserve and both prompts (never below 0; an oversized prompt
         leaves every slot 0, while ``system_prompt``/``skills`` report the real counts).
         Then ``lessons = min(lesson_tokens, available)`` and ``session_digest =
@@ -288,12 +294,8 @@ class ContextBudget:
 
     def _reserve(self) -> int:
         with np.errstate(all="ignore"):
-            product = np.float32(self._max_tokens) * np.float32(self._reserve_ratio)
-        if math.isnan(product) or product <= 0:
-            return 0
-        if math.isinf(product):
-            return self._max_tokens
-        return int(product)
+            product = f32_from_int(self._max_tokens) * np.float32(self._reserve_ratio)
+        return _saturating_usize(product)
 
     def __repr__(self) -> str:
         return (
@@ -303,8 +305,46 @@ class ContextBudget:
 
 
 def _f32_share(available: int, share: float) -> int:
-    # int() truncates toward zero, like Rust's `as usize` on a finite non-negative f32.
-    return int(np.float32(available) * np.float32(share))
+    with np.errstate(all="ignore"):
+        return _saturating_usize(f32_from_int(available) * np.float32(share))
+
+
+_F32_MANTISSA_BITS = 24  # including the implicit leading bit
+
+
+def f32_from_int(n: int) -> np.float32:
+    """``n`` as a single-precision float, rounded once to nearest-even, like Rust's ``n as f32``.
+
+    ``np.float32(n)`` is not that: numpy converts a Python int through float64 first, and the
+    two roundings differ above 2**53 (9007199791611905 → 9007199254740992 instead of
+    9007200328482816). Integers beyond the f32 range become ``±inf``.
+    """
+    magnitude = abs(n)
+    extra_bits = magnitude.bit_length() - _F32_MANTISSA_BITS
+    if extra_bits > 0:
+        kept, dropped = divmod(magnitude, 1 << extra_bits)
+        half = 1 << (extra_bits - 1)
+        if dropped > half or (dropped == half and kept & 1):
+            kept += 1
+        # At most 25 significant bits now: float64 holds it exactly, so the float32 below
+        # is exact too (or overflows to inf, as the cast would).
+        magnitude = kept << extra_bits
+    with np.errstate(over="ignore"):
+        value = np.float32(float(magnitude)) if magnitude < 2**1024 else np.float32(np.inf)
+    return -value if n < 0 else value
+
+
+_USIZE_MAX = 2**64 - 1
+
+
+def _saturating_usize(value: np.float32) -> int:
+    """Rust's ``value as usize`` (64-bit): truncate toward zero; NaN and negatives → 0;
+    anything at or above 2**64, infinity included, saturates at 2**64 − 1."""
+    if math.isnan(value) or value <= 0:
+        return 0
+    if math.isinf(value) or value >= 2**64:
+        return _USIZE_MAX
+    return int(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,12 +65,24 @@ def test_language_follows_the_ratio(analyzer: RuleBasedQueryAnalyzer) -> None:
 
 
 def test_empty_query_is_low_with_the_low_budget(analyzer: RuleBasedQueryAnalyzer) -> None:
-    for query in ("", "   "):
+    for query in ("", "   ", "\t\n\u3000"):
         result = analyzer.analyze(query)
         assert result.complexity is LOW
         assert result.context_budget == 800
         assert result.normalized == ""
         assert result.original_query == query
+        assert result.intent is QueryIntent.UNKNOWN
+        assert result.question_type == ""
+        assert (result.keywords, result.entities) == ((), ())
+        assert (result.is_arabic, result.language) == (False, "en")
+
+
+def test_only_a_blank_query_has_the_unknown_intent(analyzer: RuleBasedQueryAnalyzer) -> None:
+    # Diacritics alone are not blank as given, though nothing is left of them once normalised.
+    diacritics = analyzer.analyze("\u064b\u0650")
+    assert diacritics.normalized == ""
+    assert (diacritics.intent, diacritics.question_type) == (QueryIntent.FACTUAL, "open")
+    assert analyzer.analyze(".").intent is QueryIntent.FACTUAL
 
 
 @pytest.mark.parametrize(
@@ -142,7 +154,7 @@ def test_budgets_come_from_config() -> None:
 @pytest.mark.parametrize(
     ("query", "intent"),
     [
-        ("", QueryIntent.FACTUAL),
+        ("", QueryIntent.UNKNOWN),
         ("tell me a story", QueryIntent.FACTUAL),
         ("who wrote it", QueryIntent.FACTUAL),
         ("why is the sky blue", QueryIntent.REASONING),
@@ -216,8 +228,12 @@ def test_keywords_drop_stop_words_and_single_characters(analyzer: RuleBasedQuery
         ("could you help", "yes/no"),
         ("هل تمطر", "yes/no"),
         ("tell me", "open"),
-        ("", "open"),
+        ("", ""),
         ("island hopping", "yes/no"),  # plain startswith, as the original
+        ("ما is the answer", "open"),  # an English query: the Arabic words do not count
+        ("is ما هو التعلم", "open"),  # an Arabic query: the English words do not count
+        ("what هل تمطر اليوم", "open"),
+        ("هل what", "yes/no"),  # Arabic by the 30 % rule
     ],
 )
 def test_question_type(analyzer: RuleBasedQueryAnalyzer, query: str, kind: str) -> None:

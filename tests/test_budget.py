@@ -157,9 +157,9 @@ def test_negative_or_nan_reserve_is_zero(ratio: float) -> None:
     assert allocation.recent_history == 500
 
 
-def test_infinite_reserve_takes_the_whole_window() -> None:
+def test_infinite_reserve_saturates_and_takes_the_whole_window() -> None:
     allocation = ContextBudget(1000, math.inf).allocate("", "", CHARS)
-    assert allocation.response_reserve == 1000
+    assert allocation.response_reserve == 2**64 - 1
     assert slots(allocation) == (0, 0, 0, 0, 0, 0)
 
 
