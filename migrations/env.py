@@ -11,6 +11,7 @@ Two ways in:
 from __future__ import annotations
 
 import os
+from logging.config import fileConfig
 
 import sqlalchemy as sa
 from alembic import context
@@ -21,6 +22,12 @@ from contextstore.sql.models import Base
 
 config = context.config
 target_metadata = Base.metadata
+
+# From the command line, alembic.ini's logging sections make `alembic upgrade head` say what
+# it ran ("Running upgrade 0001 -> 0002"). From code there is no file, and the application's
+# own logging is left alone.
+if config.config_file_name is not None:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 
 # Full-text objects the migrations make for one dialect only, which the models cannot
 # describe: SQLite's FTS5 table (and the shadow tables it keeps) and PostgreSQL's generated
