@@ -18,10 +18,15 @@ from rich.table import Table
 
 from benchmarks.context import Bench
 from benchmarks.report import Results, Row, ratio_text, write
-from benchmarks.services import Services, Unavailable
+from benchmarks.services import (
+    ENV_POSTGRES_URL,
+    ENV_REDIS_URL,
+    Services,
+    Unavailable,
+    default_postgres_url,
+    default_redis_url,
+)
 
-DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 
 # name -> (what it measures, "module:function", extra argument or None). Modules are imported
@@ -56,10 +61,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--list", action="store_true", help="list the sections and exit")
     parser.add_argument(
         "--postgres-url",
-        default=DEFAULT_POSTGRES_URL,
-        help="admin URL a scratch database is created from (dropped at the end)",
+        default=default_postgres_url(),
+        help="admin URL the scratch databases are created from and dropped through "
+        f"(env {ENV_POSTGRES_URL}; default %(default)s)",
     )
-    parser.add_argument("--redis-url", default=DEFAULT_REDIS_URL, help="Redis server URL")
+    parser.add_argument(
+        "--redis-url",
+        default=default_redis_url(),
+        help="Redis URL; its database is the benchmarks' own, keys are deleted at the end "
+        f"(env {ENV_REDIS_URL}; default %(default)s)",
+    )
     return parser.parse_args(argv)
 
 

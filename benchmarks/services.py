@@ -22,6 +22,25 @@ from contextstore.sql.database import create_database_engine, migrate
 
 RUN_ID = f"{os.getpid()}_{uuid.uuid4().hex[:6]}"
 
+# Where the benchmarks work unless told otherwise (--redis-url / --postgres-url, or these
+# environment variables). Redis: database 15, the last of a default server's 16, so a run
+# never writes into database 0 where applications usually live; its keys sit in namespaces
+# of its own and are deleted at the end. PostgreSQL: an admin URL from which a scratch
+# database per section is created and then dropped; the admin database itself is only
+# connected to, never written.
+ENV_REDIS_URL = "CONTEXTSTORE_BENCH_REDIS_URL"
+ENV_POSTGRES_URL = "CONTEXTSTORE_BENCH_POSTGRES_URL"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
+DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+def default_redis_url() -> str:
+    return os.environ.get(ENV_REDIS_URL) or DEFAULT_REDIS_URL
+
+
+def default_postgres_url() -> str:
+    return os.environ.get(ENV_POSTGRES_URL) or DEFAULT_POSTGRES_URL
+
 
 class Unavailable(Exception):
     """A service the section needs cannot be reached; the message is one line."""

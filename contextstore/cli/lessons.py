@@ -95,7 +95,10 @@ def add(
     summary: Annotated[str, typer.Option(help="One-line summary")] = "",
     detail: Annotated[str, typer.Option(help="Longer explanation")] = "",
     created_at: Annotated[
-        str | None, typer.Option(help="RFC 3339 creation time (default: now)")
+        str | None,
+        typer.Option(
+            help="RFC 3339 creation time with an offset, e.g. 2026-05-01T12:00:00Z (default: now)"
+        ),
     ] = None,
     database_url: DatabaseUrl = None,
     as_json: Json = False,

@@ -1,0 +1,72 @@
+"""The README's plain-SQL example runs as written, in the sqlite3 shell's way and psql's."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_statements() -> list[tuple[str, str]]:
+    """(statement, trailing comment) for each statement of the README's ``sql`` block."""
+    block = re.search(r"```sql\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    assert block is not None, "the README has a sql example"
+    statements, pending = [], ""
+    for line in block.group(1).splitlines():
+        code, _, comment = line.partition("--")
+        pending += code + "\n"
+        if code.rstrip().endswith(";"):
+            statements.append((pending.strip().rstrip(";"), comment.strip()))
+            pending = ""
+    return statements
+
+
+def test_the_example_is_the_one_described() -> None:
+    statements = readme_statements()
+    assert [comment for _, comment in statements] == ["", "", "audited", "refused"]
+    assert not any("now()" in statement.lower() for statement, _ in statements)
+
+
+def run_example(execute: Callable[[str], Any]) -> None:
+    *allowed, (refused, _) = readme_statements()
+    for statement, _ in allowed:
+        execute(statement)
+    with pytest.raises(Exception, match=r"created_at (is|are) immutable"):
+        execute(refused)
+
+
+def test_the_example_runs_as_written(database_url: str) -> None:
+    url = sa.make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        # As the sqlite3 shell runs it: autocommit, foreign keys switched on first.
+        connection = sqlite3.connect(str(url.database), isolation_level=None)
+        connection.execute("PRAGMA foreign_keys=ON")
+        try:
+            run_example(connection.execute)
+            events = connection.execute(
+                "SELECT event, old_status, new_status FROM lesson_events ORDER BY id"
+            ).fetchall()
+        finally:
+            connection.close()
+    else:
+        # As psql runs it: every statement its own transaction.
+        engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as connection:
+                run_example(connection.exec_driver_sql)
+                events = [
+                    tuple(row)
+                    for row in connection.exec_driver_sql(
+                        "SELECT event, old_status, new_status FROM lesson_events ORDER BY id"
+                    )
+                ]
+        finally:
+            engine.dispose()
+    assert events == [("insert", None, "active"), ("status", "active", "retired")]
