@@ -59,3 +59,24 @@ class Windows(ABC):
     @abstractmethod
     def clear(self) -> None:
         """Forget all samples and reset the total to 0."""
+
+
+class AsyncWindows(ABC):
+    """The ``Windows`` contract for an event loop: every call is awaited."""
+
+    window: int = WINDOW
+
+    @abstractmethod
+    async def record(self, sample: Sample) -> WindowSummary:
+        """Append ``sample``; return the summary including this sample and the new total."""
+
+    @abstractmethod
+    async def summary(self) -> WindowSummary:
+        """The current summary."""
+
+    @abstractmethod
+    async def clear(self) -> None:
+        """Forget all samples and reset the total to 0."""
+
+    async def aclose(self) -> None:  # noqa: B027  (optional: most windows hold nothing)
+        """Release what the windows hold (nothing, unless they made their own client)."""

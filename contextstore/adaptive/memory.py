@@ -6,9 +6,9 @@ import math
 import threading
 from collections import deque
 
-from contextstore.adaptive.base import WINDOW, Sample, Windows, WindowSummary
+from contextstore.adaptive.base import WINDOW, AsyncWindows, Sample, Windows, WindowSummary
 
-__all__ = ["MemoryWindows"]
+__all__ = ["AsyncMemoryWindows", "MemoryWindows"]
 
 
 class MemoryWindows(Windows):
@@ -75,3 +75,24 @@ class MemoryWindows(Windows):
             avg_chunk_count=sum(self._chunk_counts) / n,
             guard_failure_rate=sum(self._failures) / n,
         )
+
+
+class AsyncMemoryWindows(AsyncWindows):
+    """A ``MemoryWindows`` behind the async interface: in process, so nothing waits.
+
+    ``windows`` is the memory windows it serves (new ones when omitted).
+    """
+
+    __slots__ = ("windows",)
+
+    def __init__(self, windows: MemoryWindows | None = None) -> None:
+        self.windows = windows if windows is not None else MemoryWindows()
+
+    async def record(self, sample: Sample) -> WindowSummary:
+        return self.windows.record(sample)
+
+    async def summary(self) -> WindowSummary:
+        return self.windows.summary()
+
+    async def clear(self) -> None:
+        self.windows.clear()

@@ -69,6 +69,36 @@ class ContextCache(ABC):
         return make_key(query, filters)
 
 
+class AsyncContextCache(ABC):
+    """The same contract as ``ContextCache``, for an event loop: every call is awaited, and
+    ``stats()`` is a coroutine method rather than a property."""
+
+    max_size: int
+    ttl_seconds: float
+
+    @abstractmethod
+    async def get(self, key: str) -> str | None:
+        """The live entry for ``key`` (refreshing its recency), or ``None`` (a miss)."""
+
+    @abstractmethod
+    async def put(self, key: str, context: str) -> None:
+        """Store ``context`` under ``key``, evicting as the contract says."""
+
+    @abstractmethod
+    async def clear(self) -> None:
+        """Remove every entry; the hit and miss counters are kept."""
+
+    @abstractmethod
+    async def stats(self) -> dict[str, Any]:
+        """``size, max_size, hits, misses, hit_rate, ttl_sec`` (and backend extras)."""
+
+    async def aclose(self) -> None:  # noqa: B027  (optional: most caches hold nothing)
+        """Release what the cache holds (nothing, unless it made its own client)."""
+
+    def make_key(self, query: str, filters: Mapping[str, Any] | None = None) -> str:
+        return make_key(query, filters)
+
+
 def check_sizes(max_size: int, ttl_seconds: float) -> None:
     """Refuse sizes no cache can honour, naming the field."""
     from contextstore.errors import ValidationError

@@ -24,13 +24,14 @@ from typing import Any
 from contextstore.cache.base import (
     DEFAULT_MAX_SIZE,
     DEFAULT_TTL_SECONDS,
+    AsyncContextCache,
     ContextCache,
     check_sizes,
     format_hit_rate,
 )
 from contextstore.errors import ValidationError
 
-__all__ = ["MemoryContextCache"]
+__all__ = ["AsyncMemoryContextCache", "MemoryContextCache"]
 
 
 class MemoryContextCache(ContextCache):
@@ -149,3 +150,45 @@ class MemoryContextCache(ContextCache):
             del data[key]
         # Exact after a full scan, so the next scan waits until something can really expire.
         self._earliest = min((deadline for deadline, _ in data.values()), default=math.inf)
+
+
+class AsyncMemoryContextCache(AsyncContextCache):
+    """A ``MemoryContextCache`` behind the async interface: in process, so nothing waits.
+
+    ``cache`` is the memory cache it serves (a new one sized by ``max_size`` and
+    ``ttl_seconds`` when omitted), so a sync and an async engine may share one.
+    """
+
+    __slots__ = ("cache",)
+
+    def __init__(
+        self,
+        max_size: int = DEFAULT_MAX_SIZE,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        cache: MemoryContextCache | None = None,
+    ) -> None:
+        if cache is None:
+            cache = MemoryContextCache(max_size, ttl_seconds, clock)
+        self.cache = cache
+
+    @property
+    def max_size(self) -> int:  # type: ignore[override]
+        return self.cache.max_size
+
+    @property
+    def ttl_seconds(self) -> float:  # type: ignore[override]
+        return self.cache.ttl_seconds
+
+    async def get(self, key: str) -> str | None:
+        return self.cache.get(key)
+
+    async def put(self, key: str, context: str) -> None:
+        self.cache.put(key, context)
+
+    async def clear(self) -> None:
+        self.cache.clear()
+
+    async def stats(self) -> dict[str, Any]:
+        return self.cache.stats

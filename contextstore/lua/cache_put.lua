@@ -1,71 +1,18 @@
 -- contextstore: RedisContextCache.put, one atomic round trip.
 --
--- KEYS[1]  cs:{ns}:cache:e:<key>  the entry to write (SET .. PX ttl)
--- KEYS[2]  cs:{ns}:cache:lru      zset: cached keys scored by recency
--- KEYS[3]  cs:{ns}:cache:ttl      zset: cached keys scored by expiry deadline (server ms)
--- KEYS[4]  cs:{ns}:cache:stats    hash: hits, misses, seq (the recency sequence)
+-- KEYS[1]  cs:{ns}:cache:e:<key>  the entry to write
+-- KEYS[2]  cs:{ns}:cache:lru      recency zset
+-- KEYS[3]  cs:{ns}:cache:ttl      deadline zset
+-- KEYS[4]  cs:{ns}:cache:stats    hits / misses / seq hash
 -- ARGV[1]  the cache key (the zset member)
 -- ARGV[2]  the value: ENTRY_MAGIC .. UTF-8 text
 -- ARGV[3]  TTL in milliseconds (>= 1)
 -- ARGV[4]  max_size (>= 1)
 -- ARGV[5]  the entry key prefix, cs:{ns}:cache:e:
 --
--- Writes the entry with a fresh TTL and makes it the most recently used. If that added a
--- key to a full cache, first every entry whose deadline has passed is dropped, then the
--- least recently used entries are evicted until max_size remain. Returns how many entries
--- were dropped or evicted. Deadlines come from the server's clock (TIME), the clock PX
--- uses, so "expired" here agrees with Redis; no client clock is involved.
---
--- Cluster note: dropped and evicted entries are reached as ARGV[5] .. member, keys not
--- declared in KEYS. They carry the same {ns} hash tag as every declared key, so they hash to
--- the same slot, which Redis Cluster allows; the key schema is in contextstore/redis/keys.py.
+-- Returns how many entries were dropped or evicted: see lib_cache_put.lua.
 
-local member, ttl_ms, max_size, prefix = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+--! include lib_cache_put.lua
 
--- Apply fn to list in slices: unpack() of thousands of values would overflow Lua's stack.
-local function in_slices(list, fn)
-    for i = 1, #list, 1000 do
-        fn({unpack(list, i, math.min(i + 999, #list))})
-    end
-end
-
-local function forget(members)
-    local entries = {}
-    for i, m in ipairs(members) do
-        entries[i] = prefix .. m
-    end
-    redis.call('DEL', unpack(entries))
-    redis.call('ZREM', KEYS[3], unpack(members))
-    return redis.call('ZREM', KEYS[2], unpack(members))
-end
-
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ttl_ms)
-local time = redis.call('TIME')
-local now_ms = time[1] * 1000 + math.floor(time[2] / 1000)
-redis.call('ZADD', KEYS[3], now_ms + ttl_ms, member)
-if redis.call('ZADD', KEYS[2], redis.call('HINCRBY', KEYS[4], 'seq', 1), member) == 0 then
-    return 0 -- the key was cached already: the size did not change
-end
-local size = redis.call('ZCARD', KEYS[2])
-if size <= max_size then
-    return 0
-end
-local dropped = 0
--- Expired entries can have any recency (a get refreshes recency, not age); the deadline
--- index finds them all without a scan. Redis expires a key once now > deadline.
-local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now_ms)
-in_slices(expired, function(slice)
-    dropped = dropped + forget(slice)
-end)
-size = size - dropped
-if size > max_size then
-    -- The new member has the highest recency, and max_size >= 1: it is never a victim.
-    local popped = redis.call('ZPOPMIN', KEYS[2], size - max_size)
-    local victims = {}
-    for i = 1, #popped, 2 do
-        victims[#victims + 1] = popped[i]
-    end
-    in_slices(victims, forget)
-    dropped = dropped + #victims
-end
-return dropped
+return cache_put(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], tonumber(ARGV[3]),
+    tonumber(ARGV[4]), ARGV[5])

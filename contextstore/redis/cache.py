@@ -10,6 +10,9 @@ Redis-specific facts:
   find expired entries without a scan. Hits and misses are counted in one shared hash.
 - ``get``, ``put``, ``stats`` and ``clear`` are each one Lua script, one round trip, atomic
   (scripts in ``contextstore/lua/cache_*.lua``, keys in ``contextstore.redis.keys``).
+- ``AsyncRedisContextCache`` is the same cache on a ``redis.asyncio`` client: the same
+  operations (``_CacheOps``, written once as ``contextstore.redis.ops`` generators), the
+  same scripts, keys and fault policy, awaited instead of blocking.
 - Values are stored as ``ENTRY_MAGIC`` + UTF-8 text. A stored value without the magic (a
   planted pickle, another tool's data, a key of another type) or whose text is not UTF-8 is
   a miss, deleted, counted as a miss; nothing is ever unpickled. Only that last, forged case
@@ -30,6 +33,7 @@ from typing import Any
 from contextstore.cache.base import (
     DEFAULT_MAX_SIZE,
     DEFAULT_TTL_SECONDS,
+    AsyncContextCache,
     ContextCache,
     check_sizes,
     format_hit_rate,
@@ -38,30 +42,123 @@ from contextstore.config import DEFAULT_NAMESPACE
 from contextstore.errors import ValidationError
 from contextstore.redis.client import (
     DEFAULT_RETRY_INTERVAL,
+    AsyncRedisClient,
     FaultPolicy,
-    LuaScript,
     RedisClient,
+    async_client_from_url,
     client_from_url,
 )
 from contextstore.redis.keys import ENTRY_MAGIC, NamespaceKeys
+from contextstore.redis.ops import FAILED, AsyncDriver, Call, Ops, SyncDriver
 from contextstore.resources import Closeable
 
-__all__ = ["RedisContextCache"]
+__all__ = ["AsyncRedisContextCache", "RedisContextCache"]
 
-_MAGIC = ENTRY_MAGIC.encode("ascii")
+MAGIC = ENTRY_MAGIC.encode("ascii")
 _MAGIC_LENGTH = len(ENTRY_MAGIC)
 
 
-def _none() -> None:
-    return None
-
-
-def _encode(text: str) -> bytes:
+def encode_text(text: str) -> bytes:
     # surrogatepass: any Python str round-trips, as it does in the memory cache.
     return text.encode("utf-8", "surrogatepass")
 
 
-class RedisContextCache(ContextCache, Closeable):
+class _CacheOps:
+    """What the Redis cache does, once, as ``contextstore.redis.ops`` generators.
+
+    Holds the sizes, the keys (encoded once: redis-py would otherwise encode every key on
+    every call) and the fault policy; the sync and async classes add only a driver.
+    """
+
+    def __init__(
+        self,
+        namespace: str,
+        max_size: int,
+        ttl_seconds: float,
+        retry_interval: float,
+        fault: FaultPolicy | None,
+    ) -> None:
+        check_sizes(max_size, ttl_seconds)
+        if not math.isfinite(ttl_seconds):
+            raise ValidationError("ttl_seconds", f"must be finite, got {ttl_seconds!r}")
+        self.max_size = max_size
+        self.ttl_seconds = ttl_seconds
+        self.keys = NamespaceKeys.of(namespace)
+        self.fault = fault if fault is not None else FaultPolicy(retry_interval)
+        self._owns_client = False
+        # Redis rounds nothing: a TTL below 1 ms would be refused, so it becomes 1 ms.
+        self.ttl_ms = max(1, math.ceil(ttl_seconds * 1000))
+        self.prefix = encode_text(self.keys.cache_entry_prefix)
+        self._lru = self.keys.cache_lru.encode()
+        self._ttl = self.keys.cache_ttl.encode()
+        self._counters = self.keys.cache_stats.encode()
+        self._last_counts: tuple[int, int, int] = (0, 0, 0)
+
+    def entry_keys(self, member: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+        """KEYS of the get, put and reject scripts for the cache key ``member``."""
+        return (self.prefix + member, self._lru, self._ttl, self._counters)
+
+    def get_ops(self, key: str) -> Ops[str | None]:
+        member = encode_text(key)
+        raw = yield Call("cache get", "cache_get.lua", self.entry_keys(member), (member, MAGIC))
+        return (yield from self.decode_hit(raw, member))
+
+    def decode_hit(self, raw: object, member: bytes) -> Ops[str | None]:
+        """The text of a get's reply: ``None`` for a miss, a fault, or a value that is not
+        UTF-8 (that one is dropped and re-counted as a miss: a second, rare round trip)."""
+        if not isinstance(raw, bytes):
+            return None
+        # The script checked the magic; the value is returned with it to save a copy there.
+        try:
+            return raw[_MAGIC_LENGTH:].decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            yield Call("cache get", "cache_reject.lua", self.entry_keys(member), (member,))
+            return None
+
+    def value(self, context: str) -> bytes:
+        """What a put stores for ``context``; ``ValidationError`` unless it is a ``str``."""
+        if not isinstance(context, str):
+            raise ValidationError("context", f"must be str, got {type(context).__name__}")
+        return MAGIC + encode_text(context)
+
+    def put_args(self, member: bytes, value: bytes) -> tuple[bytes | int, ...]:
+        """ARGV of the put script (and the cache part of ``run_write.lua``)."""
+        return (member, value, self.ttl_ms, self.max_size, self.prefix)
+
+    def put_ops(self, key: str, context: str) -> Ops[None]:
+        member, value = encode_text(key), self.value(context)
+        keys = self.entry_keys(member)
+        yield Call("cache put", "cache_put.lua", keys, self.put_args(member, value))
+
+    def clear_ops(self) -> Ops[None]:
+        yield Call("cache clear", "cache_clear.lua", (self._lru, self._ttl), (self.prefix,))
+
+    def stats_ops(self) -> Ops[dict[str, Any]]:
+        reply = yield Call(
+            "cache stats", "cache_stats.lua", (self._lru, self._ttl, self._counters), (self.prefix,)
+        )
+        if reply is not FAILED:
+            size, hits, misses = reply  # type: ignore[misc]
+            self._last_counts = (int(size), int(hits), int(misses))
+        size, hits, misses = self._last_counts
+        return {
+            "size": size,
+            "max_size": self.max_size,
+            "hits": hits,
+            "misses": misses,
+            "hit_rate": format_hit_rate(hits, misses),
+            "ttl_sec": self.ttl_seconds,
+            "errors": self.fault.errors,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(namespace={self.keys.namespace!r}, "
+            f"max_size={self.max_size}, ttl_seconds={self.ttl_seconds})"
+        )
+
+
+class RedisContextCache(_CacheOps, ContextCache, Closeable):
     """LRU + TTL cache of context strings in Redis, shared by a namespace. Thread-safe.
 
     ``client`` is a ``redis.Redis`` (or fakeredis) or ``redis.cluster.RedisCluster``; it
@@ -83,28 +180,9 @@ class RedisContextCache(ContextCache, Closeable):
         retry_interval: float = DEFAULT_RETRY_INTERVAL,
         fault: FaultPolicy | None = None,
     ) -> None:
-        check_sizes(max_size, ttl_seconds)
-        if not math.isfinite(ttl_seconds):
-            raise ValidationError("ttl_seconds", f"must be finite, got {ttl_seconds!r}")
-        self.max_size = max_size
-        self.ttl_seconds = ttl_seconds
+        super().__init__(namespace, max_size, ttl_seconds, retry_interval, fault)
         self.client = client
-        self.keys = NamespaceKeys.of(namespace)
-        self.fault = fault if fault is not None else FaultPolicy(retry_interval)
-        self._owns_client = False
-        # Redis rounds nothing: a TTL below 1 ms would be refused, so it becomes 1 ms.
-        self._ttl_ms = max(1, math.ceil(ttl_seconds * 1000))
-        self._prefix = _encode(self.keys.cache_entry_prefix)
-        # Encoded once: redis-py would otherwise encode every key on every call.
-        self._lru = self.keys.cache_lru.encode()
-        self._ttl = self.keys.cache_ttl.encode()
-        self._counters = self.keys.cache_stats.encode()
-        self._get = LuaScript(client, "cache_get.lua")
-        self._reject = LuaScript(client, "cache_reject.lua")
-        self._put = LuaScript(client, "cache_put.lua")
-        self._stats = LuaScript(client, "cache_stats.lua")
-        self._clear = LuaScript(client, "cache_clear.lua")
-        self._last_counts: tuple[int, int, int] = (0, 0, 0)
+        self.driver = SyncDriver(client, self.fault)
 
     @classmethod
     def from_url(
@@ -125,36 +203,7 @@ class RedisContextCache(ContextCache, Closeable):
         ``None`` also when Redis is unreachable, and when the stored value is not one this
         cache wrote or is not UTF-8 (that entry is deleted). Never raises for Redis faults.
         """
-        member = _encode(key)
-        entry = self._prefix + member
-
-        def run() -> bytes | str | None:
-            try:
-                result: bytes | str | None = self._get(
-                    keys=[entry, self._lru, self._ttl, self._counters], args=[member, _MAGIC]
-                )
-            except UnicodeDecodeError:
-                # A decode_responses client could not decode a forged value: same as below.
-                return _MAGIC + b"\xff"
-            return result
-
-        raw = self.fault.call(run, _none, "cache get")
-        if raw is None:
-            return None
-        # The script checked the magic; the value is returned with it to save a copy there.
-        if isinstance(raw, str):
-            return raw[_MAGIC_LENGTH:]
-        try:
-            return raw[_MAGIC_LENGTH:].decode("utf-8", "surrogatepass")
-        except UnicodeDecodeError:
-            self.fault.call(
-                lambda: self._reject(
-                    keys=[entry, self._lru, self._ttl, self._counters], args=[member]
-                ),
-                _none,
-                "cache get",
-            )
-            return None
+        return self.driver.run(self.get_ops(key))
 
     def put(self, key: str, context: str) -> None:
         """Store ``context`` as the most recently used, fresh entry (see the module doc).
@@ -162,29 +211,14 @@ class RedisContextCache(ContextCache, Closeable):
         ``context`` must be a ``str`` (else ``ValidationError`` naming ``context``). Does
         nothing while Redis is unreachable.
         """
-        if not isinstance(context, str):
-            raise ValidationError("context", f"must be str, got {type(context).__name__}")
-        member = _encode(key)
-        value = _MAGIC + _encode(context)
-        self.fault.call(
-            lambda: self._put(
-                keys=[self._prefix + member, self._lru, self._ttl, self._counters],
-                args=[member, value, self._ttl_ms, self.max_size, self._prefix],
-            ),
-            _none,
-            "cache put",
-        )
+        self.driver.run(self.put_ops(key, context))
 
     def clear(self) -> None:
         """Remove every entry of the namespace; the shared hit and miss counters are kept.
 
         Does nothing while Redis is unreachable.
         """
-        self.fault.call(
-            lambda: self._clear(keys=[self._lru, self._ttl], args=[self._prefix]),
-            _none,
-            "cache clear",
-        )
+        self.driver.run(self.clear_ops())
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -194,32 +228,57 @@ class RedisContextCache(ContextCache, Closeable):
         unreachable, ``size``/``hits``/``misses`` are the last figures read; ``errors`` is
         this process's count of failed Redis operations.
         """
-
-        def run() -> tuple[int, int, int]:
-            size, hits, misses = self._stats(
-                keys=[self._lru, self._ttl, self._counters], args=[self._prefix]
-            )
-            self._last_counts = (int(size), int(hits), int(misses))
-            return self._last_counts
-
-        size, hits, misses = self.fault.call(run, lambda: self._last_counts, "cache stats")
-        return {
-            "size": size,
-            "max_size": self.max_size,
-            "hits": hits,
-            "misses": misses,
-            "hit_rate": format_hit_rate(hits, misses),
-            "ttl_sec": self.ttl_seconds,
-            "errors": self.fault.errors,
-        }
+        return self.driver.run(self.stats_ops())
 
     def close(self) -> None:
         """Close the client if ``from_url`` made it; a client passed in is the caller's."""
         if self._owns_client:
             self.client.close()
 
-    def __repr__(self) -> str:
-        return (
-            f"RedisContextCache(namespace={self.keys.namespace!r}, max_size={self.max_size}, "
-            f"ttl_seconds={self.ttl_seconds})"
-        )
+
+class AsyncRedisContextCache(_CacheOps, AsyncContextCache):
+    """``RedisContextCache`` on a ``redis.asyncio`` client: same contract, awaited.
+
+    Shares the namespace's entries, LRU order and counters with every sync or async cache
+    of the namespace. Constructing does no network I/O.
+    """
+
+    def __init__(
+        self,
+        client: AsyncRedisClient,
+        namespace: str = DEFAULT_NAMESPACE,
+        max_size: int = DEFAULT_MAX_SIZE,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        *,
+        retry_interval: float = DEFAULT_RETRY_INTERVAL,
+        fault: FaultPolicy | None = None,
+    ) -> None:
+        super().__init__(namespace, max_size, ttl_seconds, retry_interval, fault)
+        self.client = client
+        self.driver = AsyncDriver(client, self.fault)
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, client_options: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> AsyncRedisContextCache:
+        """A cache on a new asyncio client for ``url``; ``aclose()`` closes it."""
+        cache = cls(async_client_from_url(url, **dict(client_options or {})), **kwargs)
+        cache._owns_client = True
+        return cache
+
+    async def get(self, key: str) -> str | None:
+        return await self.driver.run(self.get_ops(key))
+
+    async def put(self, key: str, context: str) -> None:
+        await self.driver.run(self.put_ops(key, context))
+
+    async def clear(self) -> None:
+        await self.driver.run(self.clear_ops())
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.driver.run(self.stats_ops())
+
+    async def aclose(self) -> None:
+        """Close the client if ``from_url`` made it; a client passed in is the caller's."""
+        if self._owns_client:
+            await self.client.aclose()

@@ -12,22 +12,21 @@ first success ends the outage. Nothing is rebuilt, so sharing resumes by itself.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from importlib import resources
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
 from redis.backoff import ExponentialBackoff, NoBackoff
-from redis.client import NEVER_DECODE
 from redis.cluster import ClusterNode, RedisCluster
 from redis.connection import parse_url
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from contextstore.errors import BackendUnavailableError, ConfigurationError
@@ -37,14 +36,16 @@ __all__ = [
     "DEFAULT_RETRY_INTERVAL",
     "DEFAULT_SOCKET_TIMEOUT",
     "REDIS_FAULTS",
+    "AsyncRedisClient",
     "FaultPolicy",
-    "LuaScript",
     "RedisClient",
+    "async_client_from_url",
     "client_from_url",
     "hide_password",
 ]
 
 RedisClient: TypeAlias = redis.Redis | RedisCluster
+AsyncRedisClient: TypeAlias = "redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster"
 
 DEFAULT_CONNECT_TIMEOUT = 0.5
 """Seconds to wait for a TCP connection to Redis before treating it as unreachable."""
@@ -103,6 +104,61 @@ def client_from_url(url: str, **options: Any) -> RedisClient:
     Raises ``ConfigurationError`` (naming the URL, password hidden) for an unknown scheme, a
     missing host, a bad port, database or query option.
     """
+    plan = _plan(url)
+    if plan.nodes is None:
+        settings = {**plan.settings, "retry": Retry(NoBackoff(), 1), **options}
+        try:
+            return redis.Redis.from_url(url, **settings)
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError(f"redis URL {plan.shown}: {exc}") from exc
+    settings = {**plan.settings, "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 2)}
+    settings.update(options)
+    nodes = [ClusterNode(host, port) for host, port in plan.nodes]  # type: ignore[no-untyped-call]
+    try:
+        return RedisCluster(startup_nodes=nodes, **settings)
+    except (RedisError, RedisClusterException, OSError) as exc:
+        raise BackendUnavailableError(f"redis cluster {plan.shown} is unreachable: {exc}") from exc
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"redis URL {plan.shown}: {exc}") from exc
+
+
+def async_client_from_url(url: str, **options: Any) -> AsyncRedisClient:
+    """The ``redis.asyncio`` twin of ``client_from_url``: same URLs, defaults and errors.
+
+    One difference: an asyncio cluster client discovers the cluster on its first command,
+    not here, so an unreachable cluster is a Redis fault of that command (the fault policy
+    answers it) rather than a ``BackendUnavailableError`` now. Nothing here does I/O.
+    """
+    from redis.asyncio import Redis as AsyncRedis
+    from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+    from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+    from redis.asyncio.retry import Retry as AsyncRetry
+
+    plan = _plan(url)
+    try:
+        if plan.nodes is None:
+            settings = {**plan.settings, "retry": AsyncRetry(NoBackoff(), 1), **options}
+            return AsyncRedis.from_url(url, **settings)
+        settings = {**plan.settings, "retry": AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), 2)}
+        settings.update(options)
+        nodes = [AsyncClusterNode(host, port) for host, port in plan.nodes]
+        return AsyncRedisCluster(startup_nodes=nodes, **settings)
+    except (ValueError, TypeError) as exc:
+        raise ConfigurationError(f"redis URL {plan.shown}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a URL asks for: ``nodes`` (host, port) for a cluster, else ``None``; ``settings``
+    are client keyword arguments (timeouts; for a cluster also credentials and TLS)."""
+
+    shown: str
+    nodes: list[tuple[str, int]] | None
+    settings: dict[str, Any]
+
+
+def _plan(url: str) -> _Plan:
+    """Check ``url`` and say how to build a client for it (no I/O)."""
     shown = hide_password(url)
     try:
         parts = urlsplit(url)
@@ -117,25 +173,18 @@ def client_from_url(url: str, **options: Any) -> RedisClient:
         "socket_connect_timeout": DEFAULT_CONNECT_TIMEOUT,
         "socket_timeout": DEFAULT_SOCKET_TIMEOUT,
     }
-    if cluster:
-        return _cluster_client(parts, tls, shown, settings, options)
-    if scheme != "unix":
-        _check_host_and_port(parts, shown)
-    _check_database(parts, shown, cluster=False)
-    settings["retry"] = Retry(NoBackoff(), 1)
-    settings.update(options)
-    try:
-        return redis.Redis.from_url(url, **settings)
-    except (ValueError, TypeError) as exc:
-        raise ConfigurationError(f"redis URL {shown}: {exc}") from exc
+    if not cluster:
+        if scheme != "unix":
+            _check_host_and_port(parts, shown)
+        _check_database(parts, shown, cluster=False)
+        return _Plan(shown, None, settings)
+    return _cluster_plan(parts, tls, shown, settings)
 
 
-def _cluster_client(
-    parts: SplitResult, tls: bool, shown: str, settings: dict[str, Any], options: dict[str, Any]
-) -> RedisCluster:
+def _cluster_plan(parts: SplitResult, tls: bool, shown: str, settings: dict[str, Any]) -> _Plan:
     """Seed nodes from the comma-separated host list; everything else as redis-py parses it."""
     userinfo, _, hosts = parts.netloc.rpartition("@")
-    nodes: list[ClusterNode] = []
+    nodes: list[tuple[str, int]] = []
     connection: dict[str, Any] = {}
     for host in hosts.split(","):
         netloc = f"{userinfo}@{host}" if userinfo else host
@@ -146,20 +195,12 @@ def _cluster_client(
             connection = parse_url(urlunsplit(single))  # type: ignore[no-untyped-call]
         except ValueError as exc:
             raise ConfigurationError(f"redis URL {shown}: {exc}") from exc
-        host_name, port = connection.pop("host"), connection.pop("port", 6379)
-        nodes.append(ClusterNode(host_name, port))  # type: ignore[no-untyped-call]
+        nodes.append((connection.pop("host"), connection.pop("port", 6379)))
     connection.pop("db", None)
     if connection.pop("connection_class", None) is not None:
         connection["ssl"] = True
-    settings["retry"] = Retry(ExponentialBackoff(cap=0.1, base=0.01), 2)
     settings.update(connection)
-    settings.update(options)
-    try:
-        return RedisCluster(startup_nodes=nodes, **settings)
-    except (RedisError, RedisClusterException, OSError) as exc:
-        raise BackendUnavailableError(f"redis cluster {shown} is unreachable: {exc}") from exc
-    except (ValueError, TypeError) as exc:
-        raise ConfigurationError(f"redis URL {shown}: {exc}") from exc
+    return _Plan(shown, nodes, settings)
 
 
 def _check_host_and_port(parts: SplitResult, shown: str) -> None:
@@ -184,46 +225,6 @@ def _check_database(parts: SplitResult, shown: str, *, cluster: bool) -> None:
         raise ConfigurationError(f"redis URL {shown}: database {path!r} is not a number")
     if cluster and int(path) != 0:
         raise ConfigurationError(f"redis URL {shown}: a cluster has only database 0")
-
-
-@functools.cache
-def _lua_source(name: str) -> str:
-    return resources.files("contextstore").joinpath("lua").joinpath(name).read_text("utf-8")
-
-
-class LuaScript:
-    """The script ``contextstore/lua/<name>`` for ``client``, run with ``EVALSHA``.
-
-    When the server answers NOSCRIPT (a restarted server, a ``SCRIPT FLUSH``, a cluster node
-    that never saw it), the source is loaded and the call made once more, so callers never
-    see that error. Building one does no network I/O. (redis-py's ``Script`` does the same;
-    this lean version saves its per-call overhead on the hot path.)
-    """
-
-    __slots__ = ("client", "sha", "source")
-
-    def __init__(self, client: RedisClient, name: str) -> None:
-        self.client = client
-        self.source = _lua_source(name)
-        self.sha = hashlib.sha1(self.source.encode("utf-8"), usedforsecurity=False).hexdigest()
-
-    def __call__(
-        self,
-        keys: Sequence[str | bytes],
-        args: Sequence[str | bytes | int],
-        *,
-        undecoded: bool = False,
-    ) -> Any:
-        """Run the script; ``undecoded`` returns bytes even from a ``decode_responses`` client
-        (for scripts whose replies are binary)."""
-        client: Any = self.client  # redis-py types commands per client flavour; both accept this
-        command = ("EVALSHA", self.sha, len(keys), *keys, *args)
-        options = {NEVER_DECODE: True} if undecoded else {}
-        try:
-            return client.execute_command(*command, **options)
-        except NoScriptError:
-            client.script_load(self.source)
-            return client.execute_command(*command, **options)
 
 
 class FaultPolicy:
@@ -277,6 +278,25 @@ class FaultPolicy:
             return fallback()
         try:
             result = operation()
+        except REDIS_FAULTS as exc:
+            self._failed(exc, what)
+            return fallback()
+        if self._down:
+            self._recovered()
+        return result
+
+    async def acall(
+        self, operation: Callable[[], Awaitable[T]], fallback: Callable[[], T], what: str
+    ) -> T:
+        """``await operation()``, or ``fallback()`` while Redis is failing: ``call``'s rules.
+
+        A hung server costs one socket timeout and then the retry interval's pause, exactly
+        as in ``call``; the event loop keeps running meanwhile.
+        """
+        if self._down and self._clock() < self._retry_at:
+            return fallback()
+        try:
+            result = await operation()
         except REDIS_FAULTS as exc:
             self._failed(exc, what)
             return fallback()

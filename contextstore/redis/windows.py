@@ -27,28 +27,33 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from redis.client import NEVER_DECODE
-
-from contextstore.adaptive.base import EMPTY_SUMMARY, WINDOW, Sample, Windows, WindowSummary
+from contextstore.adaptive.base import (
+    EMPTY_SUMMARY,
+    WINDOW,
+    AsyncWindows,
+    Sample,
+    Windows,
+    WindowSummary,
+)
 from contextstore.adaptive.memory import MemoryWindows
 from contextstore.config import DEFAULT_NAMESPACE
 from contextstore.redis.client import (
     DEFAULT_RETRY_INTERVAL,
+    AsyncRedisClient,
     FaultPolicy,
-    LuaScript,
     RedisClient,
+    async_client_from_url,
     client_from_url,
 )
 from contextstore.redis.keys import NamespaceKeys
+from contextstore.redis.ops import FAILED, AsyncDriver, Call, Ops, SyncDriver
 from contextstore.resources import Closeable
 
-__all__ = ["RedisWindows"]
+__all__ = ["AsyncRedisWindows", "RedisWindows", "pack_sample"]
 
 # The stored layout (see windows_record.lua): little-endian doubles, exact for every value.
 _AGG = struct.Struct("<6d")  # total, samples in the window, resp, len, chunks, fails sums
 _SAMPLE = struct.Struct("<4d")  # response_ms, context_length, chunk_count, failed (0 or 1)
-# Binary replies must reach us as bytes even on a decode_responses client.
-_UNDECODED: dict[str, Any] = {NEVER_DECODE: True}
 
 
 def _summarise(agg: object) -> WindowSummary:
@@ -76,7 +81,73 @@ def _summarise(agg: object) -> WindowSummary:
     )
 
 
-class RedisWindows(Windows, Closeable):
+def pack_sample(sample: Sample) -> bytes:
+    """The 32 bytes ``windows_record.lua`` stores for ``sample``."""
+    return _SAMPLE.pack(
+        float(sample.response_ms),
+        int(sample.context_length),
+        int(sample.chunk_count),
+        0 if sample.guard_passed else 1,
+    )
+
+
+class _WindowsOps:
+    """What the Redis windows do, once, as ``contextstore.redis.ops`` generators; the sync
+    and async classes add only a driver. Holds the local fallback windows."""
+
+    window = WINDOW
+
+    def __init__(self, namespace: str, retry_interval: float, fault: FaultPolicy | None) -> None:
+        self.keys = NamespaceKeys.of(namespace)
+        self.fault = fault if fault is not None else FaultPolicy(retry_interval)
+        self._owns_client = False
+        self.key = self.keys.windows.encode()  # encoded once, not by redis-py on every call
+        self._fallback = MemoryWindows()
+        self._fallback_used = False
+
+    def record_ops(self, sample: Sample) -> Ops[WindowSummary]:
+        agg = yield Call(
+            "adaptive record", "windows_record.lua", (self.key,), (pack_sample(sample), self.window)
+        )
+        return self.recorded(agg, sample)
+
+    def recorded(self, agg: object, sample: Sample) -> WindowSummary:
+        """The summary a record's reply gives (the local windows record it after a fault)."""
+        if agg is FAILED:
+            return self._local().record(sample)
+        self._shared_again()
+        return _summarise(agg)
+
+    def summary_ops(self) -> Ops[WindowSummary]:
+        agg = yield Call("adaptive summary", None, args=("HGET", self.key, b"agg"))
+        return self.summarised(agg)
+
+    def summarised(self, agg: object) -> WindowSummary:
+        """The summary a read of ``agg`` gives (the local one after a fault)."""
+        if agg is FAILED:
+            return self._local().summary()
+        self._shared_again()
+        return _summarise(agg)
+
+    def clear_ops(self) -> Ops[None]:
+        self._fallback.clear()
+        yield Call("adaptive clear", None, args=("DEL", self.key))
+
+    def _local(self) -> MemoryWindows:
+        self._fallback_used = True
+        return self._fallback
+
+    def _shared_again(self) -> None:
+        # The outage's local samples are not merged into the shared windows (see module doc).
+        if self._fallback_used:
+            self._fallback_used = False
+            self._fallback = MemoryWindows()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(namespace={self.keys.namespace!r})"
+
+
+class RedisWindows(_WindowsOps, Windows, Closeable):
     """Four rolling windows of ``WINDOW`` runs and a total, in Redis, shared by a namespace.
 
     ``client`` is a ``redis.Redis`` (or fakeredis) or ``redis.cluster.RedisCluster`` with
@@ -86,8 +157,6 @@ class RedisWindows(Windows, Closeable):
     network I/O. Thread-safe.
     """
 
-    window = WINDOW
-
     def __init__(
         self,
         client: RedisClient,
@@ -96,14 +165,9 @@ class RedisWindows(Windows, Closeable):
         retry_interval: float = DEFAULT_RETRY_INTERVAL,
         fault: FaultPolicy | None = None,
     ) -> None:
+        super().__init__(namespace, retry_interval, fault)
         self.client = client
-        self.keys = NamespaceKeys.of(namespace)
-        self.fault = fault if fault is not None else FaultPolicy(retry_interval)
-        self._owns_client = False
-        self._key = self.keys.windows.encode()  # encoded once, not by redis-py on every call
-        self._record = LuaScript(client, "windows_record.lua")
-        self._fallback = MemoryWindows()
-        self._fallback_used = False
+        self.driver = SyncDriver(client, self.fault)
 
     @classmethod
     def from_url(
@@ -120,51 +184,56 @@ class RedisWindows(Windows, Closeable):
 
     def record(self, sample: Sample) -> WindowSummary:
         """Append ``sample``; the summary with the fleet's new total (local one in an outage)."""
-        packed = _SAMPLE.pack(
-            float(sample.response_ms),
-            int(sample.context_length),
-            int(sample.chunk_count),
-            0 if sample.guard_passed else 1,
-        )
-
-        def run() -> WindowSummary:
-            agg = self._record(keys=[self._key], args=[packed, self.window], undecoded=True)
-            summary = _summarise(agg)
-            self._shared_again()
-            return summary
-
-        return self.fault.call(run, lambda: self._local().record(sample), "adaptive record")
+        return self.driver.run(self.record_ops(sample))
 
     def summary(self) -> WindowSummary:
         """The shared summary (the process-local one while Redis is unreachable)."""
-
-        def run() -> WindowSummary:
-            client: Any = self.client
-            summary = _summarise(client.execute_command("HGET", self._key, b"agg", **_UNDECODED))
-            self._shared_again()
-            return summary
-
-        return self.fault.call(run, lambda: self._local().summary(), "adaptive summary")
+        return self.driver.run(self.summary_ops())
 
     def clear(self) -> None:
         """Forget every sample and reset the total, shared and local (shared: if reachable)."""
-        self._fallback.clear()
-        self.fault.call(lambda: self.client.delete(self._key), lambda: 0, "adaptive clear")
-
-    def _local(self) -> MemoryWindows:
-        self._fallback_used = True
-        return self._fallback
-
-    def _shared_again(self) -> None:
-        # The outage's local samples are not merged into the shared windows (see module doc).
-        if self._fallback_used:
-            self._fallback_used = False
-            self._fallback = MemoryWindows()
+        self.driver.run(self.clear_ops())
 
     def close(self) -> None:
         """Close the client if ``from_url`` made it; a client passed in is the caller's."""
         if self._owns_client:
             self.client.close()
 
-    def __repr__(self) -> str:
-        return f"RedisWindows(namespace={self.keys.namespace!r})"
+
+class AsyncRedisWindows(_WindowsOps, AsyncWindows):
+    """``RedisWindows`` on a ``redis.asyncio`` client: same contract and keys, awaited."""
+
+    def __init__(
+        self,
+        client: AsyncRedisClient,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        retry_interval: float = DEFAULT_RETRY_INTERVAL,
+        fault: FaultPolicy | None = None,
+    ) -> None:
+        super().__init__(namespace, retry_interval, fault)
+        self.client = client
+        self.driver = AsyncDriver(client, self.fault)
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, client_options: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> AsyncRedisWindows:
+        """Windows on a new asyncio client for ``url``; ``aclose()`` closes it."""
+        windows = cls(async_client_from_url(url, **dict(client_options or {})), **kwargs)
+        windows._owns_client = True
+        return windows
+
+    async def record(self, sample: Sample) -> WindowSummary:
+        return await self.driver.run(self.record_ops(sample))
+
+    async def summary(self) -> WindowSummary:
+        return await self.driver.run(self.summary_ops())
+
+    async def clear(self) -> None:
+        await self.driver.run(self.clear_ops())
+
+    async def aclose(self) -> None:
+        """Close the client if ``from_url`` made it; a client passed in is the caller's."""
+        if self._owns_client:
+            await self.client.aclose()

@@ -17,6 +17,7 @@ from contextstore.errors import ConfigurationError, ValidationError
 from contextstore.redis.cache import RedisContextCache
 from contextstore.redis.client import FaultPolicy
 from contextstore.redis.keys import ENTRY_MAGIC, NamespaceKeys
+from contextstore.redis.scripts import script
 from tests.backends import FakeClock
 from tests.redis import drop_namespace, make_client, namespace_keys
 from tests.redis_cluster import RedisServer, free_port
@@ -236,7 +237,7 @@ def test_scripts_reload_after_script_flush(own_redis_server: RedisServer) -> Non
         cache.put("k", "v")
         assert cache.get("k") == "v"
         client.script_flush()
-        assert client.script_exists(cache._get.sha) == [False]
+        assert client.script_exists(script("cache_get.lua").sha) == [False]
         assert cache.get("k") == "v"
         cache.put("k2", "v2")
         cache.clear()

@@ -11,6 +11,7 @@ from contextstore.adaptive.base import Sample, WindowSummary
 from contextstore.redis.cache import RedisContextCache
 from contextstore.redis.client import client_from_url
 from contextstore.redis.keys import NamespaceKeys
+from contextstore.redis.scripts import script
 from contextstore.redis.windows import RedisWindows
 from tests.redis import drop_namespace
 
@@ -79,7 +80,7 @@ def test_scripts_reload_after_script_flush_on_every_node(
     for cache in caches:
         cache.put("k", "v")
     redis_cluster_client.script_flush()  # this run's own cluster, never a shared server
-    assert redis_cluster_client.script_exists(caches[0]._get.sha) == [False]
+    assert redis_cluster_client.script_exists(script("cache_get.lua").sha) == [False]
     for cache in caches:
         assert cache.get("k") == "v"
         assert cache.fault.errors == 0
