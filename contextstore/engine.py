@@ -1,78 +1,69 @@
-"""``ContextEngine.run``: the pipeline, step by step in the order SPEC §3 lists them.
+"""``ContextEngine``: the pipeline (``contextstore.pipeline``) driven with blocking I/O.
 
-cache lookup → analyze → budget → retrieve → filter → rank → compose → lessons → guard →
-cache store (only if the guard passed) → adaptive record + durable metrics row.
+A run is a read phase, pure computation and a write phase (SPEC §3, §8). This class only
+performs the phases' I/O, one after the other:
+
+- read: the cache entry and the adaptive summary (one Redis call when both live in Redis,
+  see ``contextstore.redis.phases``), then the lesson candidates (one SQL statement, no
+  BEGIN/COMMIT round trips); on a miss, retrieval;
+- write: the entry (when the guard passed) and the sample (one Redis call), then the
+  metrics row (one committed statement), durable before ``run()`` returns.
 
 Lessons are never cached: they are matched fresh on every run, so an administrator's change
 in SQL takes effect on the next call. The cache key covers the query, the filters, the scope,
 the namespace and any override budget, so two scopes or two tenants never share an entry.
+``AsyncContextEngine`` (``contextstore.aio``) drives the same pipeline on an event loop.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from contextstore.adaptive.base import Windows
+from contextstore.adaptive.base import Windows, WindowSummary
 from contextstore.adaptive.system import AdaptiveLearningSystem
-from contextstore.analysis import ComplexityBasedAllocation, QueryAnalysis, RuleBasedQueryAnalyzer
-from contextstore.cache.base import ContextCache, make_key
+from contextstore.analysis import RuleBasedQueryAnalyzer
+from contextstore.cache.base import ContextCache
 from contextstore.cache.memory import MemoryContextCache
-from contextstore.compose import Chunk, compose_context, filter_chunks, rank_chunks
 from contextstore.config import ContextEngineConfig
 from contextstore.embedding import EmbedFn
 from contextstore.errors import ValidationError
 from contextstore.guard import ContextGuard
 from contextstore.lessons import LessonSource
-from contextstore.matching import MatchOptions, MatchResult, Scope, match, render_lesson_block
-from contextstore.metrics import MetricsSink, QueryMetric
-from contextstore.retrieval import InMemoryRetriever, Retriever, VersionedRetriever
+from contextstore.matching import Scope
+from contextstore.metrics import MetricsSink
+from contextstore.pipeline import (
+    ContextResult,
+    Pipeline,
+    Read,
+    ReadReply,
+    Retrieve,
+    Step,
+    Write,
+    drive,
+)
+from contextstore.retrieval import InMemoryRetriever, Retriever
 
-# Bumped whenever the cached payload's shape changes, so old entries read as misses.
-_PAYLOAD_VERSION = 2
-_EMPTY_MATCH = MatchResult(included=(), matched_count=0, included_count=0)
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+__all__ = ["MAX_WORKER_LENGTH", "ContextEngine", "ContextResult", "default_worker_name"]
+
 # The width of query_metrics.worker.
 MAX_WORKER_LENGTH = 128
 
 
-@dataclass(frozen=True)
-class ContextResult:
-    """What one ``run()`` produced. Lengths are characters; times milliseconds.
-
-    ``totals`` counts chunks through the pipeline: ``retrieved``, ``filtered`` (kept by the
-    noise filter) and ``used`` (composed). On a cache hit they describe the run that filled
-    the entry. ``guard_passed`` is advisory: the context is returned either way.
-    """
-
-    context: str
-    lesson_block: str
-    lessons: MatchResult
-    query_analysis: QueryAnalysis
-    budget: int
-    chunks_used: tuple[Chunk, ...]
-    totals: Mapping[str, int]
-    context_length: int
-    pipeline_ms: float
-    guard_passed: bool
-    guard_warnings: tuple[str, ...]
-    cache_hit: bool
-
-    @property
-    def prompt(self) -> str:
-        """The lesson block (when any) followed by the composed context, ready for a prompt."""
-        return f"{self.lesson_block}\n\n{self.context}" if self.lesson_block else self.context
-
-
 def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def check_worker(worker: str | None) -> str:
+    """``worker``, or this process's default name; ``ValidationError`` when too long."""
+    worker = worker or default_worker_name()
+    if len(worker) > MAX_WORKER_LENGTH:
+        raise ValidationError("worker", f"must be at most {MAX_WORKER_LENGTH} characters")
+    return worker
 
 
 class ContextEngine:
@@ -112,11 +103,21 @@ class ContextEngine:
         self.metrics = metrics
         self.analyzer = analyzer or RuleBasedQueryAnalyzer(self.config.analyzer)
         self.guard = ContextGuard(self.config, embed_fn)
-        self.worker = worker or default_worker_name()
-        if len(self.worker) > MAX_WORKER_LENGTH:
-            raise ValidationError("worker", f"must be at most {MAX_WORKER_LENGTH} characters")
-        self._timer = timer
-        self._now = now
+        self.worker = check_worker(worker)
+        self.pipeline = Pipeline(
+            self.config,
+            self.analyzer,
+            self.guard,
+            self.adaptive,
+            worker=self.worker,
+            caching=cache is not None,
+            timer=timer,
+            now=now,
+        )
+        # Bound once: whether the cache and windows can share the phase scripts.
+        from contextstore.redis.phases import shared_phases
+
+        self._phases = shared_phases(cache, self.adaptive.windows)
 
     def run(
         self,
@@ -132,41 +133,7 @@ class ContextEngine:
         never raise here (the cache misses, the windows fall back to memory); a bad argument
         raises ``ValidationError`` naming it before anything runs or is recorded.
         """
-        _check_run_arguments(query, scope, filters, override_budget)
-        started = self._timer()
-        scope = scope or Scope()
-        key = self._cache_key(query, scope, filters, override_budget)
-        # Read before retrieving: a change landing in between labels the new entry with the
-        # older generation, so the next run recomposes instead of trusting it.
-        generation = self._knowledge_generation()
-        cached = self._cache_get(key, generation)
-        analysis = self.analyzer.analyze(query)
-        composition = cached or replace(
-            self._compose(query, analysis, filters, override_budget), generation=generation
-        )
-        lessons = self._match_lessons(scope)
-        passed = True
-        if cached is None:
-            passed, warnings = self.guard.validate(composition.context, query, analysis)
-            composition = replace(composition, warnings=tuple(warnings))
-            if passed and self.cache is not None:
-                self.cache.put(key, composition.encode())
-        result = ContextResult(
-            context=composition.context,
-            lesson_block=render_lesson_block(lessons),
-            lessons=lessons,
-            query_analysis=analysis,
-            budget=composition.budget,
-            chunks_used=composition.chunks,
-            totals=composition.totals,
-            context_length=len(composition.context),
-            pipeline_ms=(self._timer() - started) * 1000.0,
-            guard_passed=passed,
-            guard_warnings=composition.warnings,
-            cache_hit=cached is not None,
-        )
-        self._record(query, result)
-        return result
+        return drive(self.pipeline.run(query, scope, filters, override_budget), self._perform)
 
     def run_multi(
         self,
@@ -181,14 +148,7 @@ class ContextEngine:
         Harder queries get more (weights LOW 1, MEDIUM 1.5, HIGH 2.5); every query gets at
         least 1. An empty list returns ``[]``.
         """
-        if (
-            isinstance(global_budget, bool)
-            or not isinstance(global_budget, int)
-            or global_budget < 1
-        ):
-            raise ValidationError("global_budget", f"must be an integer ≥ 1, got {global_budget!r}")
-        analyses = [self.analyzer.analyze(query) for query in queries]
-        budgets = ComplexityBasedAllocation().allocate(global_budget, len(queries), analyses)
+        budgets = self.pipeline.budgets(queries, global_budget)
         return [
             self.run(query, scope=scope, filters=filters, override_budget=budget)
             for query, budget in zip(queries, budgets, strict=True)
@@ -201,166 +161,53 @@ class ContextEngine:
         filters: Mapping[str, Any] | None,
         override_budget: int | None,
     ) -> str:
-        # Everything that changes the composed text is part of the key; the namespace too,
-        # although Redis keys are already namespaced, so a memory cache shared by two
-        # engines of different tenants cannot leak either.
-        material = {
-            "namespace": self.config.namespace,
-            "scope": (tuple(sorted(scope.entity_ids)), tuple(sorted(scope.tags))),
-            "budget": override_budget,
-            "filters": sorted((str(name), repr(value)) for name, value in (filters or {}).items()),
-        }
-        return make_key(query, material)
+        return self.pipeline.cache_key(query, scope, filters, override_budget)
 
-    def _knowledge_generation(self) -> int | None:
-        if isinstance(self.retriever, VersionedRetriever):
-            return self.retriever.generation()
-        return None
+    # -- the I/O of each step ---------------------------------------------------------------
 
-    def _cache_get(self, key: str, generation: int | None) -> _Composition | None:
-        """The cached composition, unless it was composed at another knowledge generation."""
-        if self.cache is None:
-            return None
-        raw = self.cache.get(key)
-        composition = None if raw is None else _Composition.decode(raw)
-        if composition is None or composition.generation != generation:
-            return None
-        return composition
+    def _perform(self, step: Step) -> Any:
+        if isinstance(step, Read):
+            return self._read(step)
+        if isinstance(step, Retrieve):
+            return self.retriever.retrieve(step.query, step.analysis, step.top_k, step.filters)
+        return self._write(step)
 
-    def _compose(
-        self,
-        query: str,
-        analysis: QueryAnalysis,
-        filters: Mapping[str, Any] | None,
-        override_budget: int | None,
-    ) -> _Composition:
-        """Budget → retrieve → filter → rank → compose: the part a cache hit skips."""
-        budget = override_budget or self.adaptive.suggest_budget(analysis)
-        retrieval = self.config.retrieval
-        retrieved = self.retriever.retrieve(query, analysis, retrieval.top_k, filters)
-        kept = filter_chunks(retrieved, retrieval.min_chunk_length, retrieval.max_chunk_length)
-        composed = compose_context(rank_chunks(kept, analysis), budget, self.config.template)
-        totals = {
-            "retrieved": len(retrieved),
-            "filtered": len(kept),
-            "used": len(composed.chunks_used),
-        }
-        return _Composition(budget, composed.text, composed.chunks_used, totals)
+    def _read(self, read: Read) -> ReadReply:
+        windows = self.adaptive.windows
+        if self._phases and (read.cache_key is not None or read.want_summary):
+            from contextstore.redis.phases import read_ops
 
-    def _match_lessons(self, scope: Scope) -> MatchResult:
-        if self.lessons is None:
-            return _EMPTY_MATCH
-        options = MatchOptions(self.config.lessons.k, self.config.lessons.byte_budget)
-        return match(self.lessons.candidates(scope), scope, options)
-
-    def _record(self, query: str, result: ContextResult) -> None:
-        analysis = result.query_analysis
-        self.adaptive.record(
-            query,
-            analysis,
-            result.context_length,
-            len(result.chunks_used),
-            result.pipeline_ms,
-            result.guard_passed,
-        )
-        if self.metrics is None:
-            return
-        self.metrics.record(
-            QueryMetric(
-                recorded_at=self._now(),
-                namespace=self.config.namespace,
-                worker=self.worker,
-                query_hash=make_key(query),
-                query=_storable(query) if self.config.store_raw_query else None,
-                complexity=analysis.complexity.value,
-                intent=analysis.intent.value,
-                budget=result.budget,
-                context_length=result.context_length,
-                chunk_count=len(result.chunks_used),
-                lessons_matched=result.lessons.matched_count,
-                lessons_included=result.lessons.included_count,
-                response_ms=result.pipeline_ms,
-                guard_passed=result.guard_passed,
-                cache_hit=result.cache_hit,
-                guard_warnings=result.guard_warnings,
+            cache: Any = self.cache
+            cached, summary = cache.driver.run(
+                read_ops(cache, windows, read.cache_key, read.want_summary)  # type: ignore[arg-type]
             )
-        )
+        else:
+            cached = None
+            if read.cache_key is not None and self.cache is not None:
+                cached = self.cache.get(read.cache_key)
+            summary = windows.summary() if read.want_summary else None
+        candidates = [] if self.lessons is None else self.lessons.candidates(read.scope)
+        return ReadReply(cached, summary, candidates)
 
+    def _write(self, write: Write) -> WindowSummary | None:
+        windows = self.adaptive.windows
+        summary: WindowSummary | None = None
+        if (
+            self._phases
+            and write.cache_key is not None
+            and (write.context, write.sample) != (None, None)
+        ):
+            from contextstore.redis.phases import write_ops
 
-def _check_run_arguments(
-    query: object, scope: object, filters: object, override_budget: object
-) -> None:
-    if not isinstance(query, str):
-        raise ValidationError("query", f"must be a string, got {type(query).__name__}")
-    if scope is not None and not isinstance(scope, Scope):
-        raise ValidationError("scope", f"must be a Scope, got {type(scope).__name__}")
-    if filters is not None and not isinstance(filters, Mapping):
-        raise ValidationError("filters", f"must be a mapping, got {type(filters).__name__}")
-    if override_budget is not None and (
-        isinstance(override_budget, bool)
-        or not isinstance(override_budget, int)
-        or override_budget < 1
-    ):
-        raise ValidationError("override_budget", f"must be an integer ≥ 1, got {override_budget!r}")
-
-
-def _storable(text: str) -> str:
-    """``text`` as a SQL text column accepts it: NUL and lone surrogates become U+FFFD.
-
-    The pipeline takes any string; a database does not, and a run must not fail on the way
-    out because its query held a character the metrics column cannot store.
-    """
-    return _UNSTORABLE.sub("\ufffd", text)
-
-
-@dataclass(frozen=True)
-class _Composition:
-    """What a cache entry holds: one composed context and how it was made.
-
-    Stored as JSON text (never pickled). ``decode`` returns ``None`` for any text this
-    version did not write, so a foreign or outdated entry is a miss, not an error.
-    ``generation`` is the retriever's knowledge generation when it was composed (``None``
-    for a retriever without one).
-    """
-
-    budget: int
-    context: str
-    chunks: tuple[Chunk, ...]
-    totals: Mapping[str, int]
-    warnings: tuple[str, ...] = ()
-    generation: int | None = None
-
-    def encode(self) -> str:
-        return json.dumps(
-            {
-                "v": _PAYLOAD_VERSION,
-                "budget": self.budget,
-                "context": self.context,
-                "chunks": [[c.text, c.source, c.score, dict(c.metadata)] for c in self.chunks],
-                "totals": dict(self.totals),
-                "warnings": list(self.warnings),
-                "generation": self.generation,
-            },
-            ensure_ascii=False,
-            default=str,
-        )
-
-    @classmethod
-    def decode(cls, raw: str) -> _Composition | None:
-        try:
-            data = json.loads(raw)
-            if data["v"] != _PAYLOAD_VERSION:
-                return None
-            chunks = tuple(
-                Chunk(str(text), str(source), float(score), dict(metadata))
-                for text, source, score, metadata in data["chunks"]
+            cache: Any = self.cache
+            summary = cache.driver.run(
+                write_ops(cache, windows, write.cache_key, write.context, write.sample)  # type: ignore[arg-type]
             )
-            totals = {str(name): int(count) for name, count in data["totals"].items()}
-            warnings = tuple(str(warning) for warning in data["warnings"])
-            raw_generation = data["generation"]
-            generation = None if raw_generation is None else int(raw_generation)
-            return cls(
-                int(data["budget"]), str(data["context"]), chunks, totals, warnings, generation
-            )
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return None
+        else:
+            if write.context is not None and write.cache_key is not None and self.cache:
+                self.cache.put(write.cache_key, write.context)
+            if write.sample is not None:
+                summary = windows.record(write.sample)
+        if self.metrics is not None:
+            self.metrics.record(write.metric)
+        return summary

@@ -59,16 +59,26 @@ class AdaptiveLearningSystem:
         When the total returned by the windows is a multiple of 20, ``_auto_tune`` runs once
         here; with shared windows exactly one process of the fleet sees that total.
         """
+        sample = self.sample(context_length, chunk_count, response_ms, guard_passed)
+        if sample is not None:
+            self.observe(self.windows.record(sample))
+
+    def sample(
+        self, context_length: int, chunk_count: int, response_ms: float, guard_passed: bool
+    ) -> Sample | None:
+        """The windows sample of one run; ``None`` when adaptive learning is off."""
         if not self.config.enable_adaptive:
-            return
-        summary = self.windows.record(
-            Sample(
-                response_ms=response_ms,
-                context_length=context_length,
-                chunk_count=chunk_count,
-                guard_passed=guard_passed,
-            )
+            return None
+        return Sample(
+            response_ms=response_ms,
+            context_length=context_length,
+            chunk_count=chunk_count,
+            guard_passed=guard_passed,
         )
+
+    def observe(self, summary: WindowSummary) -> None:
+        """React to the summary a record returned: auto-tune when its total is a multiple
+        of 20 (fleet-wide with shared windows, so exactly one run of the fleet sees it)."""
         if summary.total_queries % AUTO_TUNE_EVERY == 0:
             self._auto_tune(summary)
 
@@ -105,10 +115,18 @@ class AdaptiveLearningSystem:
         below 400 (as the SPEC's formula says). Reads the windows once, and not at all when
         adaptive is off.
         """
-        base = analysis.context_budget
         if not self.config.enable_adaptive:
+            return analysis.context_budget
+        return self.budget_for(analysis, self.windows.summary())
+
+    def budget_for(self, analysis: QueryAnalysis, summary: WindowSummary | None) -> int:
+        """``suggest_budget``'s rule applied to a summary already read (pure).
+
+        ``summary=None`` (adaptive off, or not read) gives the analysis budget.
+        """
+        base = analysis.context_budget
+        if not self.config.enable_adaptive or summary is None:
             return base
-        summary = self.windows.summary()
         if summary.samples < MIN_SAMPLES or not summary.avg_context_length < base * 0.5:
             return base
         return max(int(summary.avg_context_length * BUDGET_MARGIN), BUDGET_FLOOR)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from contextstore.cache.base import (
     DEFAULT_MAX_SIZE,
@@ -138,7 +138,7 @@ class _CacheOps:
             "cache stats", "cache_stats.lua", (self._lru, self._ttl, self._counters), (self.prefix,)
         )
         if reply is not FAILED:
-            size, hits, misses = reply  # type: ignore[misc]
+            size, hits, misses = cast("list[int]", reply)
             self._last_counts = (int(size), int(hits), int(misses))
         size, hits, misses = self._last_counts
         return {
