@@ -50,6 +50,7 @@ MIGRATIONS_DIR = next(
 # Any fixed 64-bit number; all contextstore processes agree on it (PostgreSQL advisory lock).
 MIGRATION_LOCK_ID = 0x636F6E7465787473  # "contexts"
 READ_ONLY_OPTION = "contextstore_read_only"
+AUTOCOMMIT_OPTION = "contextstore_autocommit"
 
 _POSTGRES_ALIASES = ("postgresql", "postgres")
 # Several threads of one process migrating the same SQLite file: serialise them here too
@@ -105,6 +106,20 @@ def read_only(engine: sa.Engine) -> sa.Engine:
     return engine.execution_options(**{READ_ONLY_OPTION: True})
 
 
+def autocommit(engine: sa.Engine) -> sa.Engine:
+    """The same engine (same pool) in autocommit: each statement is its own transaction.
+
+    For the engine's hot path, which reads with one statement and writes with one: no
+    BEGIN, COMMIT or ROLLBACK round trips around them. PostgreSQL: the driver's autocommit
+    (switching it is local to the client, no round trip). SQLite: no BEGIN is emitted (the
+    driver's own transaction handling is off, see ``_configure_sqlite``), so each statement
+    commits by itself, durably, before ``execute`` returns.
+    """
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="AUTOCOMMIT")
+    return engine.execution_options(**{AUTOCOMMIT_OPTION: True})
+
+
 def _configure_sqlite(engine: sa.Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -120,7 +135,10 @@ def _configure_sqlite(engine: sa.Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
-        read = connection.get_execution_options().get(READ_ONLY_OPTION, False)
+        options = connection.get_execution_options()
+        if options.get(AUTOCOMMIT_OPTION, False):
+            return
+        read = options.get(READ_ONLY_OPTION, False)
         connection.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
 
 

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from contextstore.errors import BackendUnavailableError, ContextStoreError, ValidationError
 from contextstore.metrics import QueryMetric
-from contextstore.sql.database import read_only
+from contextstore.sql.database import autocommit, read_only
 from contextstore.sql.metric_queries import bucket_index, filter_conditions, grouped_figures
 from contextstore.sql.metric_validation import aware, checked_text, row_values
 from contextstore.sql.models import QueryMetricRow
@@ -76,9 +76,18 @@ class MetricsRepository:
     ``ContextStoreError``, raised ``from`` the driver's exception.
     """
 
-    def __init__(self, engine: sa.Engine, *, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(
+        self,
+        engine: sa.Engine,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._engine = engine
         self._clock = clock
+        # How a retry waits out a transient SQLite lock; the async repository passes one
+        # that yields to the event loop instead of blocking it.
+        self._sleep = sleep
 
     @property
     def engine(self) -> sa.Engine:
@@ -87,7 +96,8 @@ class MetricsRepository:
     # -- writes -------------------------------------------------------------------------
 
     def record(self, metric: QueryMetric) -> None:
-        """Insert one row and commit before returning.
+        """Insert one row, durably, before returning: one statement in autocommit, so the
+        database commits it with no BEGIN/COMMIT round trips of its own.
 
         Raises ``ValidationError`` naming the field (nothing written) for: a naive
         ``recorded_at``; an empty or over-long ``namespace``/``worker``/``query_hash``/
@@ -97,7 +107,8 @@ class MetricsRepository:
         ``response_ms``; non-boolean flags; text with NUL or lone surrogates (not UTF-8).
         """
         values = row_values(metric)
-        self._write(lambda connection: connection.execute(sa.insert(QueryMetricRow), values))
+        insert = sa.insert(QueryMetricRow)
+        self._write(lambda connection: connection.execute(insert, values), single=True)
 
     def record_many(self, metrics: Iterable[QueryMetric]) -> int:
         """Insert every metric in one transaction; returns how many rows were written.
@@ -225,17 +236,23 @@ class MetricsRepository:
 
     # -- plumbing -----------------------------------------------------------------------
 
-    def _write(self, work: Callable[[sa.Connection], T]) -> T:
-        """Run ``work`` in one committed transaction, retrying transient SQLite locks."""
+    def _write(self, work: Callable[[sa.Connection], T], *, single: bool = False) -> T:
+        """Run ``work`` in one committed transaction, retrying transient SQLite locks.
+
+        ``single``: ``work`` is one statement, run in autocommit (it commits by itself).
+        """
         for attempt in range(LOCK_RETRIES + 1):
             started = time.monotonic()
             try:
+                if single:
+                    with autocommit(self._engine).connect() as connection:
+                        return work(connection)
                 with self._engine.begin() as connection:
                     return work(connection)
             except sa.exc.OperationalError as exc:
                 immediate = time.monotonic() - started < IMMEDIATE_SECONDS
                 if attempt < LOCK_RETRIES and immediate and _is_lock(self._engine, exc):
-                    time.sleep(LOCK_BACKOFF_SECONDS * 2**attempt)
+                    self._sleep(LOCK_BACKOFF_SECONDS * 2**attempt)
                     continue
                 raise _translate(exc) from exc
             except sa.exc.SQLAlchemyError as exc:

@@ -37,7 +37,7 @@ from contextstore.lessons import (
     write_jsonl,
 )
 from contextstore.matching import Lesson, Scope, lookup_keys
-from contextstore.sql.database import read_only, translate_errors
+from contextstore.sql.database import autocommit, read_only, translate_errors
 from contextstore.sql.models import LessonEventRow, LessonRow, LessonScopeRow
 
 Clock = Callable[[], datetime]
@@ -208,7 +208,8 @@ class LessonRepository:
 
         An empty scope has no keys and returns ``[]`` without a query. Inside ``using(session)``
         the read runs in the caller's transaction and sees its uncommitted writes; otherwise it
-        runs on a read-only connection of its own (no ORM session).
+        runs alone in autocommit (no ORM session, no BEGIN/COMMIT round trips): one
+        statement, one round trip.
         """
         keys = sorted(lookup_keys(scope))
         if not keys:
@@ -217,7 +218,7 @@ class LessonRepository:
             if self._session is not None:
                 rows = _select_candidates(self._session.connection(), keys)
             else:
-                with read_only(self._engine).connect() as connection:
+                with autocommit(self._engine).connect() as connection:
                     rows = _select_candidates(connection, keys)
         return _candidate_lessons(rows)
 
@@ -510,8 +511,8 @@ def _load(session: Session, query: sa.Select[Any]) -> Records:
 # - PostgreSQL: a text[] parameter. The lesson is fetched in a LATERAL subquery that refers
 #   to the key row; OFFSET 0 stops the planner from pulling it up into a free join (the
 #   PostgreSQL developers' own idiom for this), so it runs once per matching key row. That
-#   holds for a generic plan too: psycopg prepares a statement after 5 runs on a connection
-#   (here only inside a caller's session, as the ROLLBACK ending each read resets its count).
+#   holds for a generic plan too, which psycopg may use once it prepares the statement (after
+#   5 runs on a connection).
 # - SQLite: a JSON array unpacked by json_each. SQLite never reorders a CROSS JOIN.
 _CANDIDATES: Final = {
     "postgresql": sa.text(

@@ -514,20 +514,42 @@ def test_database_percentiles_equal_the_definition_exactly(
 
 
 class FlakyEngine:
-    """Delegates to a real engine, but the first ``failures`` transactions fail at once."""
+    """Delegates to a real engine, but the first ``failures`` connections or transactions
+    fail at once. Engines derived with ``execution_options`` share the count."""
 
-    def __init__(self, engine: sa.Engine, failures: int, message: str = "database is locked"):
+    def __init__(
+        self,
+        engine: sa.Engine,
+        failures: int,
+        message: str = "database is locked",
+        attempts: list[int] | None = None,
+    ):
         self.engine = engine
         self.dialect = engine.dialect
         self.failures = failures
         self.message = message
-        self.attempts = 0
+        self._attempts = attempts if attempts is not None else [0]
+
+    @property
+    def attempts(self) -> int:
+        return self._attempts[0]
+
+    def execution_options(self, **options: Any) -> FlakyEngine:
+        derived = self.engine.execution_options(**options)
+        return FlakyEngine(derived, self.failures, self.message, self._attempts)
+
+    def _attempt(self) -> None:
+        self._attempts[0] += 1
+        if self._attempts[0] <= self.failures:
+            raise sa.exc.OperationalError("BEGIN IMMEDIATE", {}, Exception(self.message))
 
     def begin(self) -> Any:
-        self.attempts += 1
-        if self.attempts <= self.failures:
-            raise sa.exc.OperationalError("BEGIN IMMEDIATE", {}, Exception(self.message))
+        self._attempt()
         return self.engine.begin()
+
+    def connect(self) -> Any:
+        self._attempt()
+        return self.engine.connect()
 
 
 def test_an_immediate_sqlite_lock_is_retried_not_reported(tmp_path: Path) -> None:
