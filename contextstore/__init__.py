@@ -4,8 +4,8 @@ Every public name (SPEC §5) is importable from here; the modules they come from
 in the README's API map.
 """
 
-from contextstore.adaptive.base import Sample, Windows, WindowSummary
-from contextstore.adaptive.memory import MemoryWindows
+from contextstore.adaptive.base import AsyncWindows, Sample, Windows, WindowSummary
+from contextstore.adaptive.memory import AsyncMemoryWindows, MemoryWindows
 from contextstore.adaptive.system import AdaptiveLearningSystem
 from contextstore.analysis import (
     BudgetAllocationStrategy,
@@ -17,6 +17,8 @@ from contextstore.analysis import (
     RuleBasedQueryAnalyzer,
     WeightedBudgetAllocation,
 )
+from contextstore.async_engine import AsyncContextEngine
+from contextstore.async_store import AsyncStore, connect_async
 from contextstore.budget import (
     BudgetAllocation,
     CharTokenCounter,
@@ -28,8 +30,8 @@ from contextstore.budget import (
     TokenCounter,
     default_token_counter,
 )
-from contextstore.cache.base import ContextCache, make_key
-from contextstore.cache.memory import MemoryContextCache
+from contextstore.cache.base import AsyncContextCache, ContextCache, make_key
+from contextstore.cache.memory import AsyncMemoryContextCache, MemoryContextCache
 from contextstore.compose import Chunk, ComposedContext, compose_context
 from contextstore.config import (
     AnalyzerConfig,
@@ -64,9 +66,10 @@ from contextstore.matching import (
     render_lesson_block,
 )
 from contextstore.metrics import MemoryMetrics, MetricsSink, QueryMetric
-from contextstore.redis.cache import RedisContextCache
-from contextstore.redis.windows import RedisWindows
+from contextstore.redis.cache import AsyncRedisContextCache, RedisContextCache
+from contextstore.redis.windows import AsyncRedisWindows, RedisWindows
 from contextstore.retrieval import InMemoryRetriever, Retriever
+from contextstore.sql.aio import AsyncLessonRepository, AsyncMetricsRepository
 from contextstore.sql.database import migrate
 from contextstore.sql.metrics import MetricsRepository
 from contextstore.sql.report import MetricsReport
@@ -81,6 +84,16 @@ __all__ = [
     "MAX_K",
     "AdaptiveLearningSystem",
     "AnalyzerConfig",
+    "AsyncContextCache",
+    "AsyncContextEngine",
+    "AsyncLessonRepository",
+    "AsyncMemoryContextCache",
+    "AsyncMemoryWindows",
+    "AsyncMetricsRepository",
+    "AsyncRedisContextCache",
+    "AsyncRedisWindows",
+    "AsyncStore",
+    "AsyncWindows",
     "BackendUnavailableError",
     "BudgetAllocation",
     "BudgetAllocationStrategy",
@@ -142,6 +155,7 @@ __all__ = [
     "__version__",
     "compose_context",
     "connect",
+    "connect_async",
     "default_token_counter",
     "make_key",
     "match",

@@ -4,10 +4,14 @@ A harness builds a fresh, empty backend and knows how to let time pass for it: t
 backends tick an injected fake clock; Redis backends (whose TTL is Redis's own) really wait.
 Parameters: ``memory`` always; ``fakeredis`` always (simulated Redis, fast); ``redis`` when
 ``CONTEXTSTORE_TEST_REDIS_URL`` is set; ``cluster`` when the Redis Cluster fixture can start.
+Each again as ``<backend>-async``: the asyncio implementation of the same backend
+(``AsyncMemoryContextCache``, ``AsyncRedisContextCache`` on ``redis.asyncio``, …), driven
+from the same sync test bodies through ``tests.aio.Blocking``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,9 +19,12 @@ from typing import Any
 
 import pytest
 
+from tests.aio import Blocking
+
 __all__ = ["CacheHarness", "FakeClock", "WindowsHarness", "cache_harness", "windows_harness"]
 
-BACKENDS = ["memory", "fakeredis", "redis", "cluster"]
+SYNC_BACKENDS = ["memory", "fakeredis", "redis", "cluster"]
+BACKENDS = SYNC_BACKENDS + [f"{backend}-async" for backend in SYNC_BACKENDS]
 
 
 class FakeClock:
@@ -67,6 +74,26 @@ def _redis_client(request: pytest.FixtureRequest, backend: str) -> Any:
     raise AssertionError(backend)
 
 
+def _async_redis_client(request: pytest.FixtureRequest, backend: str, sync_client: Any) -> Any:
+    """The asyncio client for ``backend``, reaching the same data as ``sync_client``."""
+    if backend == "fakeredis":
+        import fakeredis
+
+        return fakeredis.FakeAsyncRedis(
+            server=sync_client.connection_pool.connection_kwargs["server"]
+        )
+    if backend == "redis":
+        import redis.asyncio
+
+        return redis.asyncio.Redis.from_url(request.getfixturevalue("redis_url"))
+    if backend == "cluster":
+        from redis.asyncio.cluster import RedisCluster
+
+        node = sync_client.get_default_node()
+        return RedisCluster(host=node.host, port=node.port, socket_timeout=2)
+    raise AssertionError(backend)
+
+
 def _drop_namespace(client: Any, namespace: str) -> None:
     for key in client.scan_iter(match=f"*{{{namespace}}}*", count=500):
         client.delete(key)
@@ -74,7 +101,10 @@ def _drop_namespace(client: Any, namespace: str) -> None:
 
 @pytest.fixture(params=BACKENDS)
 def cache_harness(request: pytest.FixtureRequest, namespace: str) -> Iterator[CacheHarness]:
-    backend = request.param
+    backend, _, flavour = request.param.partition("-")
+    if flavour:
+        yield from _async_cache_harness(request, backend, namespace)
+        return
     if backend == "memory":
         from contextstore.cache.memory import MemoryContextCache
 
@@ -104,7 +134,10 @@ def cache_harness(request: pytest.FixtureRequest, namespace: str) -> Iterator[Ca
 
 @pytest.fixture(params=BACKENDS)
 def windows_harness(request: pytest.FixtureRequest, namespace: str) -> Iterator[WindowsHarness]:
-    backend = request.param
+    backend, _, flavour = request.param.partition("-")
+    if flavour:
+        yield from _async_windows_harness(request, backend, namespace)
+        return
     if backend == "memory":
         from contextstore.adaptive.memory import MemoryWindows
 
@@ -123,3 +156,64 @@ def windows_harness(request: pytest.FixtureRequest, namespace: str) -> Iterator[
         )
     finally:
         _drop_namespace(client, namespace)
+
+
+def _async_cache_harness(
+    request: pytest.FixtureRequest, backend: str, namespace: str
+) -> Iterator[CacheHarness]:
+    name = f"{backend}-async"
+    with asyncio.Runner() as runner:
+        if backend == "memory":
+            from contextstore.cache.memory import AsyncMemoryContextCache
+
+            clock = FakeClock()
+
+            def make_memory(**kwargs: Any) -> Any:
+                return Blocking(AsyncMemoryContextCache(clock=clock, **kwargs), runner)
+
+            yield CacheHarness(name, make_memory, clock.advance, real_time=False)
+            return
+
+        from contextstore.redis.cache import AsyncRedisContextCache
+
+        client = _redis_client(request, backend)
+        aclient = _async_redis_client(request, backend, client)
+
+        def make_redis(**kwargs: Any) -> Any:
+            kwargs.setdefault("namespace", namespace)
+            return Blocking(AsyncRedisContextCache(aclient, **kwargs), runner)
+
+        try:
+            yield CacheHarness(
+                name, make_redis, time.sleep, real_time=True, extras={"client": client}
+            )
+        finally:
+            _drop_namespace(client, namespace)
+            runner.run(aclient.aclose())
+
+
+def _async_windows_harness(
+    request: pytest.FixtureRequest, backend: str, namespace: str
+) -> Iterator[WindowsHarness]:
+    name = f"{backend}-async"
+    with asyncio.Runner() as runner:
+        if backend == "memory":
+            from contextstore.adaptive.memory import AsyncMemoryWindows
+
+            yield WindowsHarness(name, lambda: Blocking(AsyncMemoryWindows(), runner), shared=False)
+            return
+
+        from contextstore.redis.windows import AsyncRedisWindows
+
+        client = _redis_client(request, backend)
+        aclient = _async_redis_client(request, backend, client)
+        try:
+            yield WindowsHarness(
+                name,
+                lambda: Blocking(AsyncRedisWindows(aclient, namespace=namespace), runner),
+                shared=True,
+                extras={"client": client},
+            )
+        finally:
+            _drop_namespace(client, namespace)
+            runner.run(aclient.aclose())

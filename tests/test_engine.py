@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from contextstore.adaptive.memory import MemoryWindows
+from contextstore.async_engine import AsyncContextEngine
 from contextstore.cache.memory import MemoryContextCache
 from contextstore.compose import Chunk
 from contextstore.config import ContextEngineConfig, GuardConfig
@@ -17,6 +20,7 @@ from contextstore.lessons import InMemoryLessons, LessonRecord
 from contextstore.matching import Scope
 from contextstore.metrics import MemoryMetrics
 from contextstore.retrieval import InMemoryRetriever
+from tests.aio import Blocking
 
 DOCS = [
     (
@@ -86,14 +90,29 @@ def lessons() -> InMemoryLessons:
     )
 
 
-def make_engine(
-    retriever: CountingRetriever, lessons: InMemoryLessons, **kwargs: Any
-) -> ContextEngine:
-    kwargs.setdefault("metrics", MemoryMetrics())
-    return ContextEngine(retriever=retriever, lessons=lessons, worker="w1", **kwargs)
+@pytest.fixture(params=["sync", "async"])
+def engine_class(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """``ContextEngine``, then ``AsyncContextEngine`` driven through ``Blocking``: every test
+    here runs on both engines, which share one pipeline and must behave identically."""
+    if request.param == "sync":
+        yield ContextEngine
+        return
+    with asyncio.Runner() as runner:
+        yield lambda *args, **kwargs: Blocking(AsyncContextEngine(*args, **kwargs), runner)
 
 
-def test_second_identical_run_is_a_cache_hit_with_the_same_context(retriever, lessons) -> None:
+@pytest.fixture
+def make_engine(engine_class: Callable[..., Any]) -> Callable[..., Any]:
+    def make(retriever: CountingRetriever, lessons: InMemoryLessons, **kwargs: Any) -> Any:
+        kwargs.setdefault("metrics", MemoryMetrics())
+        return engine_class(retriever=retriever, lessons=lessons, worker="w1", **kwargs)
+
+    return make
+
+
+def test_second_identical_run_is_a_cache_hit_with_the_same_context(
+    retriever, lessons, make_engine
+) -> None:
     engine = make_engine(retriever, lessons)
     scope = Scope(tags=("ops",))
     first = engine.run("How do I fail over Postgres when replica lag is high?", scope=scope)
@@ -107,7 +126,9 @@ def test_second_identical_run_is_a_cache_hit_with_the_same_context(retriever, le
     assert "[Source: runbook/postgres-failover]" in first.context
 
 
-def test_scope_namespace_budget_and_filters_each_get_their_own_entry(retriever, lessons) -> None:
+def test_scope_namespace_budget_and_filters_each_get_their_own_entry(
+    retriever, lessons, make_engine, engine_class
+) -> None:
     query = "How do I fail over Postgres when replica lag is high?"
     cache = MemoryContextCache()
     engine = make_engine(retriever, lessons, cache=cache)
@@ -115,7 +136,7 @@ def test_scope_namespace_budget_and_filters_each_get_their_own_entry(retriever, 
     engine.run(query, scope=Scope(tags=("support",)))
     engine.run(query, scope=Scope(tags=("ops",)), override_budget=500)
     engine.run(query, scope=Scope(tags=("ops",)), filters={"team": "runbook"})
-    other_tenant = ContextEngine(
+    other_tenant = engine_class(
         ContextEngineConfig(namespace="tenant-b"), retriever=retriever, cache=cache
     )
     other_tenant.run(query, scope=Scope(tags=("ops",)))
@@ -123,7 +144,7 @@ def test_scope_namespace_budget_and_filters_each_get_their_own_entry(retriever, 
     assert cache.stats["size"] == 5
 
 
-def test_lessons_are_matched_fresh_even_on_a_cache_hit(retriever, lessons) -> None:
+def test_lessons_are_matched_fresh_even_on_a_cache_hit(retriever, lessons, make_engine) -> None:
     engine = make_engine(retriever, lessons)
     scope = Scope(tags=("ops",))
     query = "How do I fail over Postgres when replica lag is high?"
@@ -145,7 +166,9 @@ def test_lessons_are_matched_fresh_even_on_a_cache_hit(retriever, lessons) -> No
     assert second.prompt == second.lesson_block + "\n\n" + second.context
 
 
-def test_a_context_that_fails_the_guard_is_returned_but_not_cached(retriever, lessons) -> None:
+def test_a_context_that_fails_the_guard_is_returned_but_not_cached(
+    retriever, lessons, make_engine
+) -> None:
     config = ContextEngineConfig(guard=GuardConfig(min_context_length=100_000))
     cache = MemoryContextCache()
     engine = make_engine(retriever, lessons, cache=cache, config=config)
@@ -161,7 +184,9 @@ def test_a_context_that_fails_the_guard_is_returned_but_not_cached(retriever, le
     assert retriever.calls == 2
 
 
-def test_every_run_records_one_metric_and_one_window_sample(retriever, lessons) -> None:
+def test_every_run_records_one_metric_and_one_window_sample(
+    retriever, lessons, make_engine
+) -> None:
     metrics = MemoryMetrics()
     windows = MemoryWindows()
     moments = iter([datetime(2026, 11, 30, 12, 0, s, tzinfo=UTC) for s in range(10)])
@@ -183,7 +208,7 @@ def test_every_run_records_one_metric_and_one_window_sample(retriever, lessons) 
     assert row.budget == hit.budget
 
 
-def test_raw_query_is_stored_only_when_configured(retriever, lessons) -> None:
+def test_raw_query_is_stored_only_when_configured(retriever, lessons, make_engine) -> None:
     metrics = MemoryMetrics()
     config = ContextEngineConfig(store_raw_query=True)
     make_engine(retriever, lessons, metrics=metrics, config=config).run(
@@ -192,20 +217,20 @@ def test_raw_query_is_stored_only_when_configured(retriever, lessons) -> None:
     assert metrics.rows[0].query == "What is the refund window?"
 
 
-def test_override_budget_replaces_the_adaptive_suggestion(retriever, lessons) -> None:
+def test_override_budget_replaces_the_adaptive_suggestion(retriever, lessons, make_engine) -> None:
     engine = make_engine(retriever, lessons)
     result = engine.run("How do I fail over Postgres?", override_budget=120)
     assert result.budget == 120
     assert result.context_length <= 120
 
 
-def test_default_budget_comes_from_the_analysis(retriever, lessons) -> None:
+def test_default_budget_comes_from_the_analysis(retriever, lessons, make_engine) -> None:
     engine = make_engine(retriever, lessons)
     result = engine.run("What is the refund window?")
     assert result.budget == result.query_analysis.context_budget == 800
 
 
-def test_run_multi_splits_the_global_budget_by_complexity(retriever, lessons) -> None:
+def test_run_multi_splits_the_global_budget_by_complexity(retriever, lessons, make_engine) -> None:
     engine = make_engine(retriever, lessons)
     queries = [
         "What is the refund window?",
@@ -217,7 +242,9 @@ def test_run_multi_splits_the_global_budget_by_complexity(retriever, lessons) ->
     assert engine.run_multi([], 100) == []
 
 
-def test_a_scope_with_no_matching_lesson_gives_an_empty_block(retriever, lessons) -> None:
+def test_a_scope_with_no_matching_lesson_gives_an_empty_block(
+    retriever, lessons, make_engine
+) -> None:
     result = make_engine(retriever, lessons).run(
         "What is the refund window?", scope=Scope(tags=("coding",))
     )
@@ -236,9 +263,12 @@ def test_a_scope_with_no_matching_lesson_gives_an_empty_block(retriever, lessons
         ({"query": "q", "override_budget": "800"}, "override_budget"),
     ],
 )
-def test_bad_arguments_name_the_field_and_record_nothing(retriever, lessons, kwargs, field) -> None:
+def test_bad_arguments_name_the_field_and_record_nothing(
+    retriever, lessons, make_engine, kwargs, field
+) -> None:
     metrics = MemoryMetrics()
     engine = make_engine(retriever, lessons, metrics=metrics)
+    kwargs = dict(kwargs)  # the parameter is shared by both engines' runs
     query = kwargs.pop("query")
     with pytest.raises(ValidationError) as caught:
         engine.run(query, **kwargs)
@@ -246,16 +276,17 @@ def test_bad_arguments_name_the_field_and_record_nothing(retriever, lessons, kwa
     assert metrics.rows == [] and retriever.calls == 0
 
 
-def test_run_multi_refuses_a_bad_global_budget(retriever, lessons) -> None:
+def test_run_multi_refuses_a_bad_global_budget(retriever, lessons, make_engine) -> None:
     with pytest.raises(ValidationError) as caught:
         make_engine(retriever, lessons).run_multi(["a"], 0)
     assert caught.value.field == "global_budget"
 
 
-def test_an_undecodable_cache_entry_is_a_miss(retriever, lessons) -> None:
+def test_an_undecodable_cache_entry_is_a_miss(retriever, lessons, make_engine) -> None:
     cache = MemoryContextCache()
     engine = make_engine(retriever, lessons, cache=cache)
     first = engine.run("What is the refund window?")
-    cache.put(engine._cache_key("What is the refund window?", Scope(), None, None), "not json")
+    key = engine.pipeline.cache_key("What is the refund window?", Scope(), None, None)
+    cache.put(key, "not json")
     again = engine.run("What is the refund window?")
     assert again.cache_hit is False and again.context == first.context

@@ -53,6 +53,12 @@ DEFAULT_SOCKET_TIMEOUT = 1.0
 """Seconds to wait for one reply from Redis before treating it as unreachable."""
 DEFAULT_RETRY_INTERVAL = 1.0
 """Seconds after a failure during which Redis is not tried again (and no WARNING repeats)."""
+DEFAULT_ASYNC_CONNECTIONS = 64
+"""Connections an asyncio client opens at most; further concurrent calls wait for one (up
+to the socket timeout) instead of failing, so a burst of runs cannot exhaust Redis."""
+DEFAULT_ASYNC_CLUSTER_CONNECTIONS = 1024
+"""Per node, for an asyncio cluster client, which cannot wait for a free connection: high
+enough that a burst of concurrent runs never meets the limit."""
 
 # Everything redis-py raises for a server that is down, slow, failing over or refusing work.
 # ``RedisClusterException`` is not a ``RedisError`` (e.g. no node reachable at all); OSError
@@ -129,6 +135,7 @@ def async_client_from_url(url: str, **options: Any) -> AsyncRedisClient:
     not here, so an unreachable cluster is a Redis fault of that command (the fault policy
     answers it) rather than a ``BackendUnavailableError`` now. Nothing here does I/O.
     """
+    from redis.asyncio import BlockingConnectionPool
     from redis.asyncio import Redis as AsyncRedis
     from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
     from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
@@ -137,9 +144,20 @@ def async_client_from_url(url: str, **options: Any) -> AsyncRedisClient:
     plan = _plan(url)
     try:
         if plan.nodes is None:
-            settings = {**plan.settings, "retry": AsyncRetry(NoBackoff(), 1), **options}
-            return AsyncRedis.from_url(url, **settings)
-        settings = {**plan.settings, "retry": AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), 2)}
+            settings = {
+                **plan.settings,
+                "retry": AsyncRetry(NoBackoff(), 1),
+                "max_connections": DEFAULT_ASYNC_CONNECTIONS,
+                "timeout": DEFAULT_SOCKET_TIMEOUT,  # waiting for a free connection
+                **options,
+            }
+            pool = BlockingConnectionPool.from_url(url, **settings)
+            return AsyncRedis.from_pool(pool)  # the client owns (and closes) its pool
+        settings = {
+            **plan.settings,
+            "retry": AsyncRetry(ExponentialBackoff(cap=0.1, base=0.01), 2),
+            "max_connections": DEFAULT_ASYNC_CLUSTER_CONNECTIONS,
+        }
         settings.update(options)
         nodes = [AsyncClusterNode(host, port) for host, port in plan.nodes]
         return AsyncRedisCluster(startup_nodes=nodes, **settings)

@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 import pytest
 
-from contextstore.cache.base import ContextCache, make_key
+from contextstore.cache.base import AsyncContextCache, ContextCache, make_key
 from contextstore.errors import ValidationError
 from tests.backends import CacheHarness
 
@@ -22,7 +22,8 @@ PAST_TTL = 0.4
 
 def test_empty_cache_misses(cache_harness: CacheHarness) -> None:
     cache = cache_harness.make()
-    assert isinstance(cache, ContextCache)
+    interface = AsyncContextCache if cache_harness.backend.endswith("-async") else ContextCache
+    assert isinstance(getattr(cache, "target", cache), interface)
     assert cache.get("absent") is None
     assert cache.stats["misses"] == 1
     assert cache.stats["hits"] == 0

@@ -1,0 +1,203 @@
+"""Lessons and metrics in SQL for an event loop: SQLAlchemy's asyncio extension (SPEC §8).
+
+Drivers: aiosqlite for SQLite (``sqlite://`` URLs are routed to ``sqlite+aiosqlite``) and
+psycopg's async connection for PostgreSQL. The SQLite engine is configured exactly as the
+sync one (WAL, busy timeout, foreign keys, SQLAlchemy-controlled ``BEGIN``).
+
+No second copy of the repositories: ``AsyncLessonRepository`` and ``AsyncMetricsRepository``
+run the sync ``LessonRepository`` and ``MetricsRepository`` on the async engine's
+``sync_engine`` inside SQLAlchemy's greenlet bridge (``greenlet_spawn``), the mechanism
+``AsyncSession.run_sync`` is built on. Every statement is then awaited on the event loop by
+the async driver; nothing blocks it, and the statements, validation, error translation and
+round trips are exactly the sync repository's. A retry that waits out a SQLite lock sleeps
+with ``asyncio.sleep``.
+
+Methods not wrapped explicitly below are reached through ``__getattr__`` the same way:
+``await store.lessons.export_records()`` works for every public method of the sync class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.util import await_only, greenlet_spawn
+
+from contextstore.errors import ConfigurationError
+from contextstore.lessons import LessonRecord
+from contextstore.matching import Lesson, Scope
+from contextstore.metrics import QueryMetric
+from contextstore.sql.database import _check_sqlite_path, _configure_sqlite, _safe, normalise_url
+from contextstore.sql.metrics import MetricsReport, MetricsRepository
+from contextstore.sql.repository import ImportSummary, LessonRepository
+
+__all__ = [
+    "AsyncLessonRepository",
+    "AsyncMetricsRepository",
+    "async_url",
+    "create_async_database_engine",
+]
+
+T = TypeVar("T")
+
+POOL_SIZE = 16
+"""Connections the async engine keeps open: one per run in flight (``DEFAULT_CONCURRENCY``
+of ``AsyncContextEngine``), so a steady stream of concurrent runs never opens and closes
+connections (a connection beyond ``pool_size`` is closed when it is returned)."""
+POOL_OVERFLOW = 8
+"""Connections opened beyond ``POOL_SIZE`` under a burst, closed again after use."""
+
+
+def async_url(url: str | sa.URL) -> sa.URL:
+    """``url`` with the asyncio driver: ``sqlite+aiosqlite``, ``postgresql+psycopg``."""
+    parsed = normalise_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return parsed.set(drivername="sqlite+aiosqlite")
+    return parsed
+
+
+def create_async_database_engine(url: str | sa.URL) -> AsyncEngine:
+    """An ``AsyncEngine`` for a SQLite or PostgreSQL URL, configured as the sync one is,
+    with a pool of ``POOL_SIZE`` connections (+ ``POOL_OVERFLOW``).
+
+    ``ConfigurationError`` (naming the URL, password hidden) as ``create_database_engine``.
+    Nothing connects here.
+    """
+    parsed = async_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        _check_sqlite_path(parsed)
+    try:
+        engine = create_async_engine(parsed, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW)
+    except (ImportError, ArgumentError) as error:
+        raise ConfigurationError(f"database URL {_safe(parsed)!r} is unusable: {error}") from error
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine.sync_engine)
+    return engine
+
+
+def _async_sleep(seconds: float) -> None:
+    """``time.sleep`` for code running inside ``greenlet_spawn``: yields to the loop."""
+    await_only(asyncio.sleep(seconds))
+
+
+class _Bridge:
+    """Runs the methods of a sync repository on the event loop (see the module doc)."""
+
+    def __init__(self, target: Any, ready: Callable[[], Awaitable[None]] | None) -> None:
+        self._target = target
+        self._ready = ready
+
+    async def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        if self._ready is not None:
+            await self._ready()
+        return await greenlet_spawn(getattr(self._target, name), *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        if name.startswith("_") or not callable(getattr(self._target, name)):
+            raise AttributeError(name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await self._call(name, *args, **kwargs)
+
+        call.__name__ = name
+        return call
+
+
+class AsyncLessonRepository(_Bridge):
+    """``LessonRepository`` awaited: the same methods, arguments, results and errors.
+
+    ``ready`` (optional) is awaited before each call (the store migrates there on first
+    use). Implements the async lesson source the ``AsyncContextEngine`` reads.
+    """
+
+    def __init__(
+        self, engine: AsyncEngine, *, ready: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        super().__init__(LessonRepository(engine.sync_engine), ready)
+
+    async def candidates(self, scope: Scope) -> list[Lesson]:
+        result: list[Lesson] = await self._call("candidates", scope)
+        return result
+
+    async def get(self, entity_id: str) -> LessonRecord:
+        result: LessonRecord = await self._call("get", entity_id)
+        return result
+
+    async def list(self, **filters: Any) -> list[LessonRecord]:
+        result: list[LessonRecord] = await self._call("list", **filters)
+        return result
+
+    async def add(self, record: LessonRecord) -> LessonRecord:
+        result: LessonRecord = await self._call("add", record)
+        return result
+
+    async def update(self, entity_id: str, **changes: Any) -> LessonRecord:
+        result: LessonRecord = await self._call("update", entity_id, **changes)
+        return result
+
+    async def activate(self, entity_id: str) -> LessonRecord:
+        result: LessonRecord = await self._call("activate", entity_id)
+        return result
+
+    async def retire(self, entity_id: str) -> LessonRecord:
+        result: LessonRecord = await self._call("retire", entity_id)
+        return result
+
+    async def supersede(self, old_id: str, new_id: str) -> LessonRecord:
+        result: LessonRecord = await self._call("supersede", old_id, new_id)
+        return result
+
+    async def delete(self, entity_id: str) -> None:
+        await self._call("delete", entity_id)
+
+    async def import_records(self, records: Iterable[LessonRecord]) -> ImportSummary:
+        result: ImportSummary = await self._call("import_records", list(records))
+        return result
+
+    async def import_jsonl(self, lines: Iterable[str]) -> ImportSummary:
+        result: ImportSummary = await self._call("import_jsonl", list(lines))
+        return result
+
+
+class AsyncMetricsRepository(_Bridge):
+    """``MetricsRepository`` awaited: the same methods, arguments, results and errors.
+
+    ``record`` is one committed statement, durable when the await returns. Implements the
+    async metrics sink the ``AsyncContextEngine`` writes to.
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        ready: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        options: dict[str, Any] = {"sleep": _async_sleep}
+        if clock is not None:
+            options["clock"] = clock
+        super().__init__(MetricsRepository(engine.sync_engine, **options), ready)
+
+    async def record(self, metric: QueryMetric) -> None:
+        await self._call("record", metric)
+
+    async def record_many(self, metrics: Iterable[QueryMetric]) -> int:
+        result: int = await self._call("record_many", list(metrics))
+        return result
+
+    async def prune(self, older_than: datetime | timedelta, namespace: str | None = None) -> int:
+        result: int = await self._call("prune", older_than, namespace)
+        return result
+
+    async def count(self, **filters: Any) -> int:
+        result: int = await self._call("count", **filters)
+        return result
+
+    async def report(self, **filters: Any) -> MetricsReport:
+        result: MetricsReport = await self._call("report", **filters)
+        return result

@@ -1,0 +1,150 @@
+"""``connect_async()`` end to end, on SQLite and PostgreSQL, and 200 runs on one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from contextstore import AsyncContextEngine, AsyncStore, ContextResult, connect_async
+from contextstore.errors import ValidationError
+from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
+from tests.redis import drop_namespace
+
+pytestmark = pytest.mark.asyncio
+
+
+def metric_rows(url: str, namespace: str) -> list[Any]:
+    """The namespace's metrics rows, read with a sync engine of the test's own."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return list(
+                connection.execute(
+                    sa.text(
+                        "SELECT cache_hit, lessons_matched, worker FROM query_metrics "
+                        "WHERE namespace = :ns ORDER BY id"
+                    ),
+                    {"ns": namespace},
+                )
+            )
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def redis_namespace(redis_url: str, namespace: str) -> Iterator[str]:
+    import redis
+
+    yield namespace
+    client = redis.Redis.from_url(redis_url)
+    drop_namespace(client, namespace)
+    client.close()
+
+
+async def test_a_store_migrates_on_first_use_and_runs_with_sql_lessons(
+    empty_database_url: str, namespace: str
+) -> None:
+    async with connect_async(empty_database_url, "", namespace) as store:
+        assert isinstance(store, AsyncStore) and not store.uses_redis
+        summary = await store.lessons.import_records(load_lessons())
+        assert summary.added == len(load_lessons())
+        engine = store.engine(retriever=sample_retriever(), worker="async-w")
+        assert isinstance(engine, AsyncContextEngine)
+        item = load_demo_queries()[0]
+        first = await engine.run(item.query, scope=item.scope)
+        second = await engine.run(item.query, scope=item.scope)
+        assert isinstance(first, ContextResult)
+        assert (first.cache_hit, second.cache_hit) == (False, True)
+        assert first.lessons.matched_count >= 1
+        assert second.context == first.context and second.lessons == first.lessons
+        assert await store.metrics.count(namespace=namespace) == 2
+        report = await engine.performance_report()
+        assert report["total_queries"] == 2
+    rows = metric_rows(empty_database_url, namespace)
+    assert [(row.cache_hit, row.worker) for row in rows] == [(False, "async-w"), (True, "async-w")]
+    assert rows[0].lessons_matched == first.lessons.matched_count
+
+
+async def test_bad_arguments_raise_before_anything_is_recorded(
+    database_url: str, namespace: str
+) -> None:
+    async with connect_async(database_url, "", namespace) as store:
+        engine = store.engine(retriever=sample_retriever())
+        with pytest.raises(ValidationError) as caught:
+            await engine.run("q", override_budget=0)
+        assert caught.value.field == "override_budget"
+        with pytest.raises(ValidationError) as caught:
+            await engine.run_multi(["q"], 0)
+        assert caught.value.field == "global_budget"
+        assert await store.metrics.count(namespace=namespace) == 0
+
+
+async def test_run_multi_splits_the_budget_and_keeps_the_order(
+    database_url: str, namespace: str
+) -> None:
+    async with connect_async(database_url, "", namespace) as store:
+        engine = store.engine(retriever=sample_retriever())
+        queries = [
+            "What is the refund window?",
+            "Compare the refund policy for annual plans with the policy for monthly plans",
+        ]
+        results = await engine.run_multi(queries, 3500)
+        assert [r.budget for r in results] == [1000, 2500]
+        assert [r.query_analysis.original_query for r in results] == queries
+        assert await engine.run_multi([], 100) == []
+
+
+class Ticker:
+    """A task that sleeps 1 ms at a time and records how late each wake-up was."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self._stop = asyncio.Event()
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while not self._stop.is_set():
+            before = loop.time()
+            await asyncio.sleep(0.001)
+            self.waits.append(loop.time() - before)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+async def test_200_gathered_runs_share_one_loop_without_stalling_it(
+    postgres_server_url: str, redis_url: str, redis_namespace: str
+) -> None:
+    namespace = redis_namespace
+    async with connect_async(postgres_server_url, redis_url, namespace) as store:
+        await store.lessons.import_records(load_lessons())
+        engine = store.engine(retriever=sample_retriever(), worker="gathered")
+        before = await store.metrics.count(namespace=namespace)
+        work = load_demo_queries()
+        ticker = Ticker()
+        ticking = asyncio.create_task(ticker.run())
+        # Half of the 200 repeat an earlier query: misses and hits interleave.
+        results = await asyncio.gather(
+            *(
+                engine.run(f"{work[i % 26].query} ({i % 100})", scope=work[i % 26].scope)
+                for i in range(200)
+            ),
+            return_exceptions=True,
+        )
+        ticker.stop()
+        await ticking
+        failures = [r for r in results if isinstance(r, BaseException)]
+        assert failures == []
+        assert await store.metrics.count(namespace=namespace) - before == 200
+        assert (await store.windows.summary()).total_queries == 200
+        assert store.fault.errors == 0
+        assert max(ticker.waits) <= 0.050, f"the loop stalled {max(ticker.waits) * 1000:.1f} ms"
+        assert len(ticker.waits) >= 10
+        hits = sum(1 for r in results if isinstance(r, ContextResult) and r.cache_hit)
+        assert 0 < hits <= 100
