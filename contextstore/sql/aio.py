@@ -46,9 +46,9 @@ __all__ = [
 T = TypeVar("T")
 
 POOL_SIZE = 16
-"""Connections the async engine keeps open: one per run in flight (``DEFAULT_CONCURRENCY``
-of ``AsyncContextEngine``), so a steady stream of concurrent runs never opens and closes
-connections (a connection beyond ``pool_size`` is closed when it is returned)."""
+"""Connections the async engine keeps open: at least one per run in flight (an
+``AsyncContextEngine`` has 8 by default), so a steady stream of concurrent runs never opens
+and closes connections (a connection beyond ``pool_size`` is closed when returned)."""
 POOL_OVERFLOW = 8
 """Connections opened beyond ``POOL_SIZE`` under a burst, closed again after use."""
 
