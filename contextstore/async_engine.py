@@ -2,8 +2,9 @@
 
 The steps are ``contextstore.pipeline``'s, unchanged; this class only awaits their I/O:
 
-- read phase: the Redis read (entry + adaptive summary, one script call) and the SQL read
-  (lesson candidates, one statement) run concurrently; on a miss, retrieval follows;
+- read phase: the Redis read (entry + adaptive summary, one script call) and the SQL reads
+  (lesson candidates, knowledge generation: one statement each) run concurrently; on a
+  miss, retrieval follows;
 - write phase: the Redis write (entry when the guard passed + sample, one script call) and
   the metrics row (one committed statement) run concurrently; both are done, and the row
   durable, when ``run()`` returns.
@@ -12,7 +13,8 @@ Nothing here blocks the loop: Redis through ``redis.asyncio``, SQL through SQLAl
 asyncio extension (``contextstore.sql.aio``). In-process parts (a memory cache, memory
 windows, ``InMemoryLessons``, ``MemoryMetrics``, ``InMemoryRetriever``) are used directly;
 their work is the computation itself. A retriever, lesson source or metrics sink whose
-method returns an awaitable is awaited.
+method returns an awaitable is awaited; a retriever with a ``generation()`` method (the
+knowledge base) has its generation read in the read phase, as ``ContextEngine`` does.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ class AsyncContextEngine:
         # constant's note). asyncio primitives bind to a loop on first use, not here.
         self._slots = asyncio.Semaphore(concurrency)
         self.config = config or ContextEngineConfig()
-        self.retriever = retriever or InMemoryRetriever(embed_fn)
+        # "is None", not "or": an empty InMemoryRetriever is falsy (it has a length).
+        self.retriever = retriever if retriever is not None else InMemoryRetriever(embed_fn)
         self.lessons = lessons
         if cache is None and self.config.cache.enabled:
             cache = MemoryContextCache(self.config.cache.max_size, self.config.cache.ttl_seconds)
@@ -225,14 +228,20 @@ class AsyncContextEngine:
         return await self._write(step)
 
     async def _read(self, read: Read) -> ReadReply:
-        candidates: list[Lesson] = []
-        if self.lessons is None or not (read.scope.entity_ids or read.scope.tags):
-            cached, summary = await self._read_state(read)
-        else:
-            (cached, summary), candidates = await asyncio.gather(
-                self._read_state(read), self._candidates(read.scope)
-            )
-        return ReadReply(cached, summary, candidates)
+        reads: list[Any] = [self._read_state(read)]
+        lessons = self.lessons is not None and bool(read.scope.entity_ids or read.scope.tags)
+        if lessons:
+            reads.append(self._candidates(read.scope))
+        generation = getattr(self.retriever, "generation", None)
+        if callable(generation):
+            reads.append(_resolved(generation()))
+        if len(reads) == 1:
+            cached, summary = await reads[0]
+            return ReadReply(cached, summary, [])
+        found = await asyncio.gather(*reads)
+        cached, summary = found[0]
+        candidates: list[Lesson] = found[1] if lessons else []
+        return ReadReply(cached, summary, candidates, found[-1] if callable(generation) else None)
 
     async def _read_state(self, read: Read) -> tuple[str | None, WindowSummary | None]:
         cache = self.cache

@@ -24,15 +24,21 @@ if TYPE_CHECKING:
 
     from contextstore.async_engine import AsyncContextEngine
     from contextstore.redis.client import AsyncRedisClient, FaultPolicy
-    from contextstore.sql.aio import AsyncLessonRepository, AsyncMetricsRepository
+    from contextstore.sql.aio import (
+        AsyncKnowledgeBase,
+        AsyncLessonRepository,
+        AsyncMetricsRepository,
+    )
 
 __all__ = ["AsyncStore", "connect_async"]
 
 
 class AsyncStore:
-    """The shared state of one namespace, for an event loop: ``.lessons``, ``.metrics``,
-    ``.cache``, ``.windows`` and ``.engine(...)``. ``async with connect_async() as store:``
-    closes it on the way out; else ``await store.aclose()``."""
+    """The shared state of one namespace, for an event loop: ``.lessons``, ``.knowledge``,
+    ``.metrics``, ``.cache``, ``.windows`` and ``.engine(...)``.
+
+    ``async with connect_async() as store:`` closes it on the way out; else ``await
+    store.aclose()``."""
 
     def __init__(self, config: ContextEngineConfig) -> None:
         self.config = config
@@ -73,6 +79,26 @@ class AsyncStore:
         from contextstore.sql.aio import AsyncLessonRepository
 
         return AsyncLessonRepository(self.sql_engine, ready=self.ready)
+
+    @cached_property
+    def knowledge(self) -> AsyncKnowledgeBase:
+        """The namespace's documents in SQL (``Store.knowledge``, awaited); the engine's
+        retriever unless one is given."""
+        from contextstore.sql.aio import AsyncKnowledgeBase
+
+        retrieval = self.config.retrieval
+        embed_fn = None
+        if retrieval.embeddings:
+            from contextstore.embedding import HashingEmbedder
+
+            embed_fn = HashingEmbedder()
+        return AsyncKnowledgeBase(
+            self.sql_engine,
+            self.namespace,
+            ready=self.ready,
+            embed_fn=embed_fn,
+            candidate_limit=retrieval.candidate_limit,
+        )
 
     @cached_property
     def metrics(self) -> AsyncMetricsRepository:
@@ -121,6 +147,7 @@ class AsyncStore:
         from contextstore.async_engine import AsyncContextEngine
 
         parts: dict[str, Any] = {
+            "retriever": self.knowledge,
             "lessons": self.lessons,
             "cache": self.cache if self.config.cache.enabled else None,
             "windows": self.windows,

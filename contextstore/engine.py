@@ -4,8 +4,8 @@ A run is a read phase, pure computation and a write phase (SPEC §3, §8). This 
 performs the phases' I/O, one after the other:
 
 - read: the cache entry and the adaptive summary (one Redis call when both live in Redis,
-  see ``contextstore.redis.phases``), then the lesson candidates (one SQL statement, no
-  BEGIN/COMMIT round trips); on a miss, retrieval;
+  see ``contextstore.redis.phases``), then the lesson candidates and the knowledge
+  generation (one SQL statement each, no BEGIN/COMMIT round trips); on a miss, retrieval;
 - write: the entry (when the guard passed) and the sample (one Redis call), then the
   metrics row (one committed statement), durable before ``run()`` returns.
 
@@ -46,7 +46,7 @@ from contextstore.pipeline import (
     Write,
     drive,
 )
-from contextstore.retrieval import InMemoryRetriever, Retriever
+from contextstore.retrieval import InMemoryRetriever, Retriever, VersionedRetriever
 
 __all__ = ["MAX_WORKER_LENGTH", "ContextEngine", "ContextResult", "default_worker_name"]
 
@@ -187,7 +187,10 @@ class ContextEngine:
                 cached = self.cache.get(read.cache_key)
             summary = windows.summary() if read.want_summary else None
         candidates = [] if self.lessons is None else self.lessons.candidates(read.scope)
-        return ReadReply(cached, summary, candidates)
+        generation = None
+        if isinstance(self.retriever, VersionedRetriever):
+            generation = self.retriever.generation()
+        return ReadReply(cached, summary, candidates, generation)
 
     def _write(self, write: Write) -> WindowSummary | None:
         windows = self.adaptive.windows

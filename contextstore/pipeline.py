@@ -3,9 +3,9 @@
 ``Pipeline.run`` is a generator that does no I/O. It yields what it needs and is sent the
 answers, in this order:
 
-1. ``Read`` (the read phase): the cache entry, the adaptive summary and the lesson
-   candidates. A driver may fetch them concurrently; with Redis that is one script call,
-   with SQL one statement.
+1. ``Read`` (the read phase): the cache entry, the adaptive summary, the lesson
+   candidates and the knowledge generation. A driver may fetch them concurrently; with
+   Redis that is one script call, with SQL one statement each.
 2. ``Retrieve``, on a cache miss only: the retriever's chunks.
 3. ``Write`` (the write phase): the entry to cache (only when the guard passed), the
    adaptive sample and the metrics row. With Redis one script call, with SQL one committed
@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 # Bumped whenever the cached payload's shape changes, so old entries read as misses.
-_PAYLOAD_VERSION = 1
+_PAYLOAD_VERSION = 2
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 T = TypeVar("T")
@@ -104,11 +104,13 @@ class Read:
 @dataclass(frozen=True, slots=True)
 class ReadReply:
     """What the read phase found: the cached text (``None``: a miss), the summary
-    (``None`` when not asked for) and the lesson candidates (``[]`` without lessons)."""
+    (``None`` when not asked for), the lesson candidates (``[]`` without lessons) and the
+    retriever's knowledge generation (``None`` for a retriever without one)."""
 
     cached: str | None
     summary: WindowSummary | None
     candidates: Sequence[Lesson]
+    generation: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,15 +228,19 @@ class Pipeline:
         key = self.cache_key(query, scope, filters, override_budget) if self.caching else None
         analysis = self.analyzer.analyze(query)
         want_summary = self.config.enable_adaptive and override_budget is None
+        # The generation is read before retrieving: a change landing in between labels the
+        # new entry with the older generation, so the next run recomposes, never trusts it.
         read: ReadReply = yield Read(key, want_summary, scope)
         cached = None if read.cached is None else Composition.decode(read.cached)
+        if cached is not None and cached.generation != read.generation:
+            cached = None  # composed from another corpus than the current one: a miss
         to_cache: str | None = None
         passed = True
         if cached is None:
             retrieval = self.config.retrieval
             retrieved: Sequence[Chunk] = yield Retrieve(query, analysis, retrieval.top_k, filters)
             budget = override_budget or self.adaptive.budget_for(analysis, read.summary)
-            composition = self._compose(retrieved, analysis, budget)
+            composition = self._compose(retrieved, analysis, budget, read.generation)
             passed, warnings = self.guard.validate(composition.context, query, analysis)
             composition = replace(composition, warnings=tuple(warnings))
             if passed and key is not None:
@@ -299,7 +305,11 @@ class Pipeline:
         return make_key(query, material)
 
     def _compose(
-        self, retrieved: Sequence[Chunk], analysis: QueryAnalysis, budget: int
+        self,
+        retrieved: Sequence[Chunk],
+        analysis: QueryAnalysis,
+        budget: int,
+        generation: int | None,
     ) -> Composition:
         """Filter → rank → compose: the part a cache hit skips."""
         retrieval = self.config.retrieval
@@ -310,7 +320,7 @@ class Pipeline:
             "filtered": len(kept),
             "used": len(composed.chunks_used),
         }
-        return Composition(budget, composed.text, composed.chunks_used, totals)
+        return Composition(budget, composed.text, composed.chunks_used, totals, (), generation)
 
     def _metric(self, query: str, result: ContextResult) -> QueryMetric:
         analysis = result.query_analysis
@@ -366,6 +376,8 @@ class Composition:
 
     Stored as JSON text (never pickled). ``decode`` returns ``None`` for any text this
     version did not write, so a foreign or outdated entry is a miss, not an error.
+    ``generation`` is the retriever's knowledge generation when it was composed (``None``
+    for a retriever without one).
     """
 
     budget: int
@@ -373,6 +385,7 @@ class Composition:
     chunks: tuple[Chunk, ...]
     totals: Mapping[str, int]
     warnings: tuple[str, ...] = ()
+    generation: int | None = None
 
     def encode(self) -> str:
         return json.dumps(
@@ -383,6 +396,7 @@ class Composition:
                 "chunks": [[c.text, c.source, c.score, dict(c.metadata)] for c in self.chunks],
                 "totals": dict(self.totals),
                 "warnings": list(self.warnings),
+                "generation": self.generation,
             },
             ensure_ascii=False,
             default=str,
@@ -400,6 +414,10 @@ class Composition:
             )
             totals = {str(name): int(count) for name, count in data["totals"].items()}
             warnings = tuple(str(warning) for warning in data["warnings"])
-            return cls(int(data["budget"]), str(data["context"]), chunks, totals, warnings)
+            raw_generation = data["generation"]
+            generation = None if raw_generation is None else int(raw_generation)
+            return cls(
+                int(data["budget"]), str(data["context"]), chunks, totals, warnings, generation
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None

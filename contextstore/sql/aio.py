@@ -28,15 +28,18 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only, greenlet_spawn
 
+from contextstore.compose import Chunk
 from contextstore.errors import ConfigurationError
 from contextstore.lessons import LessonRecord
 from contextstore.matching import Lesson, Scope
 from contextstore.metrics import QueryMetric
 from contextstore.sql.database import _check_sqlite_path, _configure_sqlite, _safe, normalise_url
+from contextstore.sql.knowledge import KnowledgeBase
 from contextstore.sql.metrics import MetricsReport, MetricsRepository
 from contextstore.sql.repository import ImportSummary, LessonRepository
 
 __all__ = [
+    "AsyncKnowledgeBase",
     "AsyncLessonRepository",
     "AsyncMetricsRepository",
     "async_url",
@@ -200,4 +203,46 @@ class AsyncMetricsRepository(_Bridge):
 
     async def report(self, **filters: Any) -> MetricsReport:
         result: MetricsReport = await self._call("report", **filters)
+        return result
+
+
+class AsyncKnowledgeBase(_Bridge):
+    """``KnowledgeBase`` awaited: the same methods, arguments, results and errors; the
+    ``AsyncContextEngine``'s retriever (``retrieve`` and ``generation`` are awaited).
+
+    ``engine`` is the async engine; ``options`` go to ``KnowledgeBase`` (``embed_fn``,
+    ``candidate_limit``, …).
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        namespace: str = "default",
+        *,
+        ready: Callable[[], Awaitable[None]] | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(KnowledgeBase(engine.sync_engine, namespace, **options), ready)
+
+    @property
+    def namespace(self) -> str:
+        namespace: str = self._target.namespace
+        return namespace
+
+    async def retrieve(
+        self,
+        query: str,
+        analysis: Any = None,
+        top_k: int = 5,
+        filters: Any = None,
+    ) -> list[Chunk]:
+        result: list[Chunk] = await self._call("retrieve", query, analysis, top_k, filters)
+        return result
+
+    async def search(self, query: str, top_k: int = 5, filters: Any = None) -> list[Chunk]:
+        result: list[Chunk] = await self._call("search", query, top_k, filters)
+        return result
+
+    async def generation(self) -> int:
+        result: int = await self._call("generation")
         return result

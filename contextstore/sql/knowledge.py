@@ -42,7 +42,7 @@ from contextstore.knowledge import (
 )
 from contextstore.ranking import RankingParameters, query_terms, unit_vector
 from contextstore.retrieval import DEFAULT_PASSAGE_CHARS
-from contextstore.sql.database import read_only, translate_errors
+from contextstore.sql.database import autocommit, read_only, translate_errors
 from contextstore.sql.knowledge_queries import (
     CHUNKS,
     DOCUMENTS,
@@ -172,7 +172,9 @@ class KnowledgeBase:
         One primary-key read; a context composed at another generation is stale.
         """
         statement = generation_statement(self.namespace)
-        return generation_from(self._read(lambda c: c.execute(statement).first()))
+        # Alone in autocommit: one statement, one round trip, on every run of the engine.
+        with translate_errors(self._engine.url), autocommit(self._engine).connect() as c:
+            return generation_from(c.execute(statement).first())
 
     def _query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]] | None:
         if self.embed_fn is None:
