@@ -16,6 +16,7 @@ import contextlib
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -127,6 +128,16 @@ class RedisServer:
             self.process.kill()
             self.process.wait(timeout=START_TIMEOUT)
         self.process = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the server hangs, its sockets open but never answering."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -277,6 +277,7 @@ class FaultPolicy:
         self._lock = threading.Lock()
         self._errors = 0
         self._down = False
+        self._probing = False  # an acall probe is in flight (asyncio: one loop, no lock)
         self._retry_at = 0.0
         self._next_warning_at = 0.0
 
@@ -306,18 +307,26 @@ class FaultPolicy:
     async def acall(
         self, operation: Callable[[], Awaitable[T]], fallback: Callable[[], T], what: str
     ) -> T:
-        """``await operation()``, or ``fallback()`` while Redis is failing: ``call``'s rules.
+        """``await operation()``, or ``fallback()`` while Redis is failing: ``call``'s rules,
+        for many operations in flight at once on one event loop.
 
-        A hung server costs one socket timeout and then the retry interval's pause, exactly
-        as in ``call``; the event loop keeps running meanwhile.
+        After a failure, the first operation past the retry interval is the one probe: the
+        others answer with ``fallback()`` while it is in flight, so a hung server costs one
+        socket timeout per interval, not one per concurrent run.
         """
-        if self._down and self._clock() < self._retry_at:
-            return fallback()
+        probe = False
+        if self._down:
+            if self._clock() < self._retry_at or self._probing:
+                return fallback()
+            self._probing = probe = True
         try:
             result = await operation()
         except REDIS_FAULTS as exc:
             self._failed(exc, what)
             return fallback()
+        finally:
+            if probe:
+                self._probing = False
         if self._down:
             self._recovered()
         return result

@@ -7,6 +7,7 @@ WARNING per retry interval; sharing must resume within 5 s on the same client ob
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import threading
@@ -49,15 +50,19 @@ def run_outage(
     step: Callable[[int], None],
     shared: Callable[[], bool],
     fault: FaultPolicy,
+    *,
+    hang: bool = False,
+    concurrent: int = 1,
 ) -> None:
-    """Stream ``step`` through healthy → killed mid-stream → restarted; check the promises."""
+    """Stream ``step`` through healthy → killed (or hung: SIGSTOP) mid-stream → restarted
+    (or resumed: SIGCONT); check the promises."""
     caplog.set_level(logging.INFO, logger="contextstore")
     for i in range(30):
         step(i)
     assert shared(), "not shared before the outage"
     assert fault.errors == 0
 
-    killer = threading.Timer(0.1, server.kill)
+    killer = threading.Timer(0.1, server.pause if hang else server.kill)
     started = time.monotonic()
     killer.start()
     i = 0
@@ -69,9 +74,14 @@ def run_outage(
     warnings = redis_warnings(caplog)
     assert fault.errors >= 1
     assert 1 <= len(warnings) <= math.floor(elapsed / INTERVAL) + 1, len(warnings)
-    assert fault.errors <= math.floor(elapsed / INTERVAL) + 2
+    # Operations already in flight when Redis goes away each fail (``concurrent`` at once);
+    # after that, one probe per interval.
+    assert fault.errors <= math.floor(elapsed / INTERVAL) + 1 + concurrent
 
-    server.start()  # same port, empty (nothing was saved)
+    if hang:
+        server.resume()  # the same server, its data intact
+    else:
+        server.start()  # same port, empty (nothing was saved)
     restarted = time.monotonic()
     while not shared():
         step(i)
@@ -129,46 +139,81 @@ def test_cache_and_windows_survive_a_redis_crash(
         client.close()
 
 
-def test_engine_runs_through_a_redis_crash(
-    own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("hang", [False, True], ids=["killed", "hung"])
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_engine_runs_through_a_redis_outage(
+    own_redis_server: RedisServer, caplog: pytest.LogCaptureFixture, flavour: str, hang: bool
 ) -> None:
+    """The sync engine, and the async engine with four runs gathered per step: no run
+    raises while Redis is killed or hung (SIGSTOP), and sharing resumes by itself."""
+    from contextstore.async_engine import AsyncContextEngine
     from contextstore.engine import ContextEngine
+    from contextstore.redis.cache import AsyncRedisContextCache
+    from contextstore.redis.client import async_client_from_url
+    from contextstore.redis.windows import AsyncRedisWindows
     from contextstore.retrieval import InMemoryRetriever
 
     namespace = "engine-outage"
-    client = client_from_url(own_redis_server.url)
     fault = FaultPolicy(INTERVAL)
-    cache = RedisContextCache(client, namespace=namespace, fault=fault)
-    windows = RedisWindows(client, namespace=namespace, fault=fault)
     retriever = InMemoryRetriever()
     retriever.add(
         "Vector indexes store embeddings and answer nearest-neighbour queries quickly. "
         "They trade exactness for speed with structures such as HNSW graphs.",
         "notes.md",
     )
-    engine = ContextEngine(
-        ContextEngineConfig(namespace=namespace), retriever=retriever, cache=cache, windows=windows
-    )
+    config = ContextEngineConfig(namespace=namespace)
+    runner = asyncio.Runner()
+    if flavour == "sync":
+        client: Any = client_from_url(own_redis_server.url)
+        cache: Any = RedisContextCache(client, namespace=namespace, fault=fault)
+        windows: Any = RedisWindows(client, namespace=namespace, fault=fault)
+        engine = ContextEngine(config, retriever=retriever, cache=cache, windows=windows)
+
+        def runs(queries: list[str]) -> list[Any]:
+            return [engine.run(query) for query in queries]
+
+        def summary() -> Any:
+            return windows.summary()
+
+    else:
+        client = async_client_from_url(own_redis_server.url)
+        cache = AsyncRedisContextCache(client, namespace=namespace, fault=fault)
+        windows = AsyncRedisWindows(client, namespace=namespace, fault=fault)
+        aengine = AsyncContextEngine(config, retriever=retriever, cache=cache, windows=windows)
+
+        async def gathered(queries: list[str]) -> list[Any]:
+            return list(await asyncio.gather(*(aengine.run(query) for query in queries)))
+
+        def runs(queries: list[str]) -> list[Any]:
+            return runner.run(gathered(queries))
+
+        def summary() -> Any:
+            return runner.run(windows.summary())
+
     observer = redis.Redis(port=own_redis_server.port, socket_timeout=1, socket_connect_timeout=0.2)
     results: list[Any] = []
 
     def step(i: int) -> None:
-        results.append(engine.run(f"how do vector indexes work {i % 5}?"))
+        results.extend(runs([f"how do vector indexes work {(i + k) % 5}?" for k in range(4)]))
 
     def shared() -> bool:
-        before = windows.summary().total_queries
-        engine.run(f"what is HNSW {uuid.uuid4().hex}?")  # a miss: put + record
+        before = summary().total_queries
+        runs([f"what is HNSW {uuid.uuid4().hex}?"])  # a miss: put + record
         try:
             total = shared_total(observer, namespace)
             size = observer.zcard(NamespaceKeys.of(namespace).cache_lru)
-        except redis.ConnectionError:
+        except redis.RedisError:
             return False
         return total is not None and int(total) == before + 1 and size >= 1
 
     try:
-        run_outage(own_redis_server, caplog, step, shared, fault)
+        run_outage(own_redis_server, caplog, step, shared, fault, hang=hang, concurrent=4)
         assert all(result.context for result in results)
         assert any(result.cache_hit for result in results)
     finally:
         observer.close()
-        client.close()
+        if flavour == "sync":
+            client.close()
+        else:
+            runner.run(client.aclose())
+        runner.close()

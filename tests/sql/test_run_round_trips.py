@@ -1,0 +1,135 @@
+"""Round trips per run, counted on the wire: fixed, and the same with 39 or 200,039 lessons.
+
+Both engines run against PostgreSQL and Redis through ``RoundTripProxy``, which counts what
+a network charges (a BEGIN, a COMMIT, a prepared statement's PARSE: each visible). A run is
+two Redis calls (read phase, write phase) and one PostgreSQL round trip per statement: the
+lesson candidates and the metrics row, with no BEGIN, COMMIT or ROLLBACK around them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import sqlalchemy as sa
+
+from contextstore import connect, connect_async
+from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
+from contextstore.sql.database import migrate
+from tests.redis import drop_namespace
+from tests.wire import RoundTripProxy
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+
+BULK = 200_000
+SQL_PER_RUN = 2  # lesson candidates, metrics row (an in-process retriever has no generation)
+REDIS_PER_RUN = 2  # run_read.lua, run_write.lua
+
+
+@pytest.fixture
+def proxied(
+    empty_database_url: str, redis_url: str, namespace: str
+) -> Iterator[tuple[str, str, RoundTripProxy, RoundTripProxy]]:
+    """(database URL, Redis URL, PostgreSQL proxy, Redis proxy), both through the proxies."""
+    url = sa.make_url(empty_database_url)
+    target = urlsplit(redis_url)
+    with (
+        RoundTripProxy(url.host or "127.0.0.1", url.port or 5432) as pg,
+        RoundTripProxy(target.hostname or "127.0.0.1", target.port or 6379) as rd,
+    ):
+        database = url.set(host="127.0.0.1", port=pg.port).render_as_string(hide_password=False)
+        yield database, f"redis://127.0.0.1:{rd.port}{target.path}", pg, rd
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    drop_namespace(client, namespace)
+    client.close()
+
+
+def load_bulk(database_url: str) -> None:
+    """200,000 more active lessons (with their scope keys), generated inside PostgreSQL."""
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(
+                "INSERT INTO lessons (entity_id, status, severity, created_at, updated_at, "
+                "injection_form) SELECT 'bulk.l' || n, 'active', 'info', now(), now(), "
+                f"'form ' || n FROM generate_series(1, {BULK}) n"
+            )
+            connection.exec_driver_sql(
+                "INSERT INTO lesson_scopes (lesson_id, scope_key, position) "
+                "SELECT 'bulk.l' || n, 'tag:bulk-' || mod(n, 1000), 0 "
+                f"FROM generate_series(1, {BULK}) n"
+            )
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.exec_driver_sql("ANALYZE")
+    finally:
+        engine.dispose()
+
+
+def counted(pg: RoundTripProxy, rd: RoundTripProxy, run: Any) -> tuple[int, int, bool]:
+    """(PostgreSQL round trips, Redis round trips, cache hit) of one run."""
+    before = pg.round_trips, rd.round_trips
+    result = run()
+    return pg.round_trips - before[0], rd.round_trips - before[1], result.cache_hit
+
+
+# PostgreSQL only: SQLite runs in process, with no round trips to count.
+@pytest.mark.parametrize("empty_database_url", ["postgresql"], indirect=True)
+def test_round_trips_per_run_are_fixed_whatever_the_lesson_count(
+    proxied: tuple[str, str, RoundTripProxy, RoundTripProxy], namespace: str
+) -> None:
+    database, redis_url, pg, rd = proxied
+    migrate(database)
+    work = load_demo_queries()
+    seen: dict[str, set[tuple[int, int, bool]]] = {}
+    for label in ("39 lessons", "200,039 lessons"):
+        if label.startswith("200"):
+            load_bulk(database)
+        with connect(database, redis_url, namespace) as store:
+            if label.startswith("39"):
+                store.lessons.import_records(load_lessons())
+            engine = store.engine(retriever=sample_retriever(), worker="trips")
+            # Warm up: connections opened, scripts loaded, statements prepared (psycopg
+            # prepares a statement on its fifth run on a connection).
+            for i in range(12):
+                engine.run(f"warm-up {label} {i}", scope=work[i % 26].scope)
+            counts = set()
+            for i in range(10):
+                item = work[i % 26]
+                run = partial(engine.run, f"{item.query} ({label} {i})", scope=item.scope)
+                counts.add(counted(pg, rd, run))  # a miss
+                counts.add(counted(pg, rd, run))  # a hit
+            seen[f"sync, {label}"] = counts
+
+        async def run_async(label: str = label) -> set[tuple[int, int, bool]]:
+            async with connect_async(database, redis_url, namespace) as store:
+                engine = store.engine(retriever=sample_retriever(), worker="trips")
+                for i in range(12):
+                    await engine.run(f"async warm-up {label} {i}", scope=work[i % 26].scope)
+                counts = set()
+                for i in range(10):
+                    item = work[i % 26]
+                    query = f"async {item.query} ({label} {i})"
+                    for _ in range(2):  # a miss, then a hit
+                        before = pg.round_trips, rd.round_trips
+                        result = await engine.run(query, scope=item.scope)
+                        counts.add(
+                            (
+                                pg.round_trips - before[0],
+                                rd.round_trips - before[1],
+                                result.cache_hit,
+                            )
+                        )
+                return counts
+
+        seen[f"async, {label}"] = asyncio.run(run_async())
+    assert {name: {(sql, redis) for sql, redis, _ in counts} for name, counts in seen.items()} == {
+        name: {(SQL_PER_RUN, REDIS_PER_RUN)} for name in seen
+    }
+    # Both paths were counted: misses and hits.
+    assert all({hit for *_, hit in counts} == {False, True} for counts in seen.values())
