@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from contextstore import connect
 from contextstore.cli import app
 from contextstore.lessons import LessonRecord, write_jsonl
-from contextstore.sample_data import load_demo_queries, load_lessons
+from contextstore.sample_data import corpus_lines, load_demo_queries, load_lessons
 
 runner = CliRunner()
 
@@ -29,7 +30,10 @@ def test_demo_runs_the_sample_fleet_and_persists_its_metrics(database_url: str) 
     assert first.exit_code == 0, first.output
     queries = len(load_demo_queries())
     lessons = len(load_lessons())
+    documents = len(corpus_lines())
     assert f"sample lessons: {lessons} in the file, {lessons} written now" in first.output
+    assert f"sample documents: {documents} in the file, {documents} written now" in first.output
+    assert "[Source: " in first.output  # contexts composed from the knowledge base
     assert "[Lessons — durable guidance distilled from prior work; matched" in first.output
     assert "session token budget: 8,192 tokens" in first.output
     assert "All runs" in first.output and "Adaptive windows" in first.output
@@ -39,6 +43,12 @@ def test_demo_runs_the_sample_fleet_and_persists_its_metrics(database_url: str) 
     second = invoke("demo", "--database-url", database_url)
     assert second.exit_code == 0, second.output
     assert f"sample lessons: {lessons} in the file, 0 written now" in second.output
+    assert f"sample documents: {documents} in the file, 0 written now" in second.output
+    store = connect(database_url=database_url, redis_url="")
+    try:
+        assert len(store.knowledge.list()) == documents
+    finally:
+        store.close()
     durable = second.output[second.output.index("Durable metrics") :]
     assert f"│ {2 * queries:>4} │" in durable
 

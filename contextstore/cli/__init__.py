@@ -11,7 +11,7 @@ import logging
 
 import typer
 
-from contextstore.cli import adaptive, cache, db, demo, fleet, lessons, metrics
+from contextstore.cli import adaptive, cache, db, demo, docs, fleet, lessons, metrics
 from contextstore.cli.common import CommandLine
 
 app = typer.Typer(
@@ -27,6 +27,7 @@ app.command("run")(demo.run)
 app.command("match")(demo.match_command)
 app.command("fleet")(fleet.fleet)
 app.add_typer(lessons.app, name="lessons")
+app.add_typer(docs.app, name="docs")
 app.add_typer(metrics.app, name="metrics")
 app.add_typer(db.app, name="db")
 app.add_typer(cache.app, name="cache")

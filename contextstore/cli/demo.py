@@ -29,7 +29,8 @@ from contextstore.engine import ContextResult
 from contextstore.errors import ValidationError
 from contextstore.lessons import InMemoryLessons, read_jsonl
 from contextstore.matching import MatchOptions, Scope, match, render_lesson_block
-from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
+from contextstore.sample_data import corpus_lines, load_demo_queries, load_lessons
+from contextstore.sql.repository import ImportSummary
 from contextstore.store import Store
 
 # The session budget the demo splits: an 8k-token model with 15 % kept for the answer.
@@ -54,13 +55,13 @@ def demo(
         console.print(Text("contextstore demo", style="bold"))
         console.print(Text(describe_store(store), style="dim"))
         imported = store.lessons.import_records(load_lessons())
+        documents = _load_sample_corpus(store)
         queries = load_demo_queries()
-        embed = HashingEmbedder()
-        retriever = sample_retriever(embed_fn=embed)
-        engine = store.engine(retriever=retriever, embed_fn=embed, worker="demo")
+        engine = store.engine(embed_fn=HashingEmbedder(), worker="demo")
         console.print(
             f"sample lessons: {imported.total} in the file, {imported.written} written now "
-            f"(re-import is idempotent) · {len(retriever)} passages indexed · "
+            f"(re-import is idempotent) · sample documents: {documents.total} in the file, "
+            f"{documents.written} written now into the knowledge base · "
             f"{len(queries)} queries from 3 agent roles\n"
         )
         results: list[tuple[Scope, ContextResult]] = []
@@ -86,6 +87,18 @@ def demo(
         console.print(_durable_metrics_table(store))
 
 
+def _load_sample_corpus(store: Store) -> ImportSummary:
+    """The sample corpus in the store's knowledge base (unchanged documents are skipped),
+    embedded with ``HashingEmbedder`` so the engine fuses cosine with BM25."""
+    store.config.retrieval.embeddings = True
+    with _progress() as progress:
+        task = progress.add_task("loading the sample corpus", total=None)
+        summary = store.knowledge.import_jsonl(corpus_lines())
+        # Documents an earlier import stored without embeddings get theirs now (else no-op).
+        store.knowledge.reembed(progress=lambda n: progress.advance(task, n))
+    return summary
+
+
 def run(
     query: Annotated[str, typer.Argument(help="The agent's query")],
     tag: Tags = None,
@@ -98,11 +111,12 @@ def run(
     namespace: Namespace = None,
     as_json: Json = False,
 ) -> None:
-    """Build one context from the sample corpus and the store's lessons, and show it."""
+    """Build one context from the store's knowledge base (the sample corpus is loaded into it
+    first, idempotently) and its lessons, and show it."""
     scope = Scope(entity_ids=tuple(entity or ()), tags=tuple(tag or ()))
     with cli_errors(), open_store(database_url, redis_url, namespace) as store:
-        embed = HashingEmbedder()
-        engine = store.engine(retriever=sample_retriever(embed_fn=embed), embed_fn=embed)
+        _load_sample_corpus(store)
+        engine = store.engine(embed_fn=HashingEmbedder())
         result = engine.run(query, scope=scope, override_budget=budget)
     if not as_json:
         _show_result(scope, result, shown_characters=None)

@@ -1,0 +1,288 @@
+"""``contextstore docs``: the fleet's knowledge base — import, add, list, show, delete, search.
+
+Every command opens the store from ``--database-url`` and ``--namespace`` (else the
+``CONTEXTSTORE_*`` environment, else ``sqlite:///contextstore.db`` and ``default``),
+migrating it on first use. A refused input prints one ``error:`` line naming the field or the
+line of the file, exits with status 1, and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from contextstore.cli.common import (
+    EXIT_USAGE,
+    cli_errors,
+    console,
+    console_err,
+    fail,
+    print_json,
+    table,
+)
+from contextstore.cli.options import DatabaseUrl, Json, Namespace, open_store
+from contextstore.compose import Chunk
+from contextstore.knowledge import Document, parse_jsonl
+from contextstore.lessons import format_timestamp
+from contextstore.sql.knowledge import KnowledgeBase
+
+app = typer.Typer(
+    help="The knowledge base every process of the fleet retrieves from, in SQL.",
+    no_args_is_help=True,
+)
+
+Embeddings = Annotated[
+    bool,
+    typer.Option(
+        "--embeddings",
+        help="Embed passages with HashingEmbedder when writing, and fuse cosine when searching",
+    ),
+]
+
+
+@contextmanager
+def knowledge(
+    database_url: str | None, namespace: str | None, embeddings: bool = False
+) -> Iterator[KnowledgeBase]:
+    with cli_errors(), open_store(database_url, None, namespace) as store:
+        if embeddings:
+            store.config.retrieval.embeddings = True
+        yield store.knowledge
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console_err,
+        transient=True,
+    )
+
+
+def _document_json(document: Document) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "source": document.source,
+        "metadata": dict(document.metadata),
+        "content_hash": document.content_hash,
+        "chunks": document.chunk_count,
+        "created_at": format_timestamp(document.created_at),
+        "updated_at": format_timestamp(document.updated_at),
+    }
+    if document.passages:
+        data["passages"] = list(document.passages)
+    return data
+
+
+def _read_lines(path: Path) -> list[bytes]:
+    # Bytes, so an invalid UTF-8 line is reported by its number, not as a whole-file error.
+    with cli_errors():
+        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    return data.splitlines()
+
+
+@app.command("import")
+def import_documents(
+    path: Annotated[Path, typer.Argument(help="JSON Lines file, '-' for stdin")],
+    database_url: DatabaseUrl = None,
+    namespace: Namespace = None,
+    embeddings: Embeddings = False,
+    as_json: Json = False,
+) -> None:
+    """Import documents {"source", "text", "metadata"}; all or nothing, unchanged ones skipped."""
+    lines = _read_lines(path)
+    with cli_errors():
+        documents = parse_jsonl(lines)
+    with knowledge(database_url, namespace, embeddings) as base, _progress() as progress:
+        task = progress.add_task("importing", total=len(documents))
+        summary = base.import_documents(documents, progress=lambda n: progress.advance(task, n))
+    if as_json:
+        print_json(
+            {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged}
+        )
+        return
+    rows: list[list[Any]] = [[summary.added, summary.updated, summary.unchanged]]
+    console.print(table(f"imported {path.name}", ["added", "updated", "unchanged"], rows))
+
+
+@app.command("add")
+def add(
+    source: Annotated[str, typer.Argument(help="Name of the document, unique in the namespace")],
+    text: Annotated[
+        str | None, typer.Option("--text", help="The text (default: read from stdin)")
+    ] = None,
+    metadata: Annotated[
+        str | None, typer.Option("--metadata", "-m", help="Metadata as a JSON object")
+    ] = None,
+    database_url: DatabaseUrl = None,
+    namespace: Namespace = None,
+    embeddings: Embeddings = False,
+    as_json: Json = False,
+) -> None:
+    """Add a document, or replace the one of the same source."""
+    parsed: Any = None
+    if metadata is not None:
+        try:
+            parsed = json.loads(metadata)
+        except ValueError as error:
+            fail(f"metadata: is not valid JSON: {error}")
+    if text is None:
+        with cli_errors():
+            text = sys.stdin.read()
+    with knowledge(database_url, namespace, embeddings) as base:
+        document = base.add(text, source, parsed)
+    _show(document, as_json)
+
+
+@app.command("list")
+def list_documents(
+    prefix: Annotated[str | None, typer.Option(help="Only sources starting with this")] = None,
+    limit: Annotated[int | None, typer.Option(help="At most this many")] = None,
+    offset: Annotated[int, typer.Option(help="Skip this many first")] = 0,
+    database_url: DatabaseUrl = None,
+    namespace: Namespace = None,
+    as_json: Json = False,
+) -> None:
+    """List documents by source."""
+    with knowledge(database_url, namespace) as base:
+        documents = base.list(prefix, limit, offset)
+    if as_json:
+        print_json([_document_json(d) for d in documents])
+        return
+    rows: list[list[Any]] = [
+        [
+            d.source,
+            d.chunk_count,
+            json.dumps(dict(d.metadata), ensure_ascii=False),
+            format_timestamp(d.updated_at),
+        ]
+        for d in documents
+    ]
+    title = f"{len(documents)} documents"
+    console.print(
+        table(title, ["source", "chunks", "metadata", "updated_at"], rows, flexible="metadata")
+    )
+
+
+def _show(document: Document, as_json: bool) -> None:
+    if as_json:
+        print_json(_document_json(document))
+        return
+    fields = _document_json(document)
+    fields.pop("passages", None)
+    fields["metadata"] = json.dumps(fields["metadata"], ensure_ascii=False)
+    rows: list[list[Any]] = [[name, value] for name, value in fields.items()]
+    console.print(table(document.source, ["field", "value"], rows, flexible="value", wrap=True))
+    passages: list[list[Any]] = [[i, text] for i, text in enumerate(document.passages)]
+    if passages:
+        console.print(table("passages", ["#", "text"], passages, flexible="text", wrap=True))
+
+
+@app.command("show")
+def show(
+    source: Annotated[str, typer.Argument(help="The document's source")],
+    database_url: DatabaseUrl = None,
+    namespace: Namespace = None,
+    as_json: Json = False,
+) -> None:
+    """Show one document with its passages."""
+    with knowledge(database_url, namespace) as base:
+        document = base.get(source)
+    _show(document, as_json)
+
+
+@app.command("delete")
+def delete(
+    source: Annotated[str, typer.Argument(help="The document's source")],
+    database_url: DatabaseUrl = None,
+    namespace: Namespace = None,
+) -> None:
+    """Delete a document and its passages."""
+    with knowledge(database_url, namespace) as base:
+        base.delete(source)
+    console.print(f"deleted {source}", markup=False, highlight=False)
+
+
+def _filters(pairs: list[str]) -> dict[str, Any]:
+    """``k=v`` pairs; a repeated key means any of its values; a JSON value keeps its type."""
+    filters: dict[str, list[Any]] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            fail(f"--filter: expected key=value, got {pair!r}", code=EXIT_USAGE)
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        if isinstance(value, dict | list):
+            value = raw
+        filters.setdefault(key, []).append(value)
+    return {key: values[0] if len(values) == 1 else values for key, values in filters.items()}
+
+
+def _preview(text: str, limit: int = 160) -> str:
+    """The passage on one line, cut at ``limit`` characters (``--json`` has it whole)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _chunk_json(chunk: Chunk) -> dict[str, Any]:
+    return {
+        "source": chunk.source,
+        "passage": chunk.metadata.get("passage"),
+        "score": chunk.score,
+        "text": chunk.text,
+        "metadata": {k: v for k, v in chunk.metadata.items() if k != "passage"},
+    }
+
+
+@app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for")],
+    top_k: Annotated[int, typer.Option("--top-k", help="At most this many chunks")] = 5,
+    filter_pairs: Annotated[
+        list[str] | None,
+        typer.Option("--filter", help="Metadata key=value (repeatable; a repeated key = any of)"),
+    ] = None,
+    database_url: DatabaseUrl = None,
+    namespace: Namespace = None,
+    embeddings: Embeddings = False,
+    as_json: Json = False,
+) -> None:
+    """Search the knowledge base as the engine does: best chunks first."""
+    filters = _filters(filter_pairs or [])
+    with knowledge(database_url, namespace, embeddings) as base:
+        chunks = base.search(query, top_k, filters or None)
+    if as_json:
+        print_json([_chunk_json(chunk) for chunk in chunks])
+        return
+    rows: list[list[Any]] = [
+        [i + 1, f"{c.score:.4f}", c.source, c.metadata.get("passage"), _preview(c.text)]
+        for i, c in enumerate(chunks)
+    ]
+    columns = ["#", "score", "source", "passage", "text"]
+    console.print(table(f"{len(chunks)} chunks for {query!r}", columns, rows, flexible="text"))
+
+
+@app.command("reembed")
+def reembed(
+    database_url: DatabaseUrl = None,
+    namespace: Namespace = None,
+    as_json: Json = False,
+) -> None:
+    """Embed (with HashingEmbedder) every chunk another embedder, or none, embedded."""
+    with knowledge(database_url, namespace, embeddings=True) as base, _progress() as progress:
+        task = progress.add_task("embedding", total=None)
+        done = base.reembed(progress=lambda n: progress.advance(task, n))
+    if as_json:
+        print_json({"reembedded": done, "embedder": base.embedder})
+        return
+    console.print(table("reembed", ["reembedded", "embedder"], [[done, base.embedder]]))
