@@ -52,6 +52,7 @@ from contextstore.errors import (
     ValidationError,
 )
 from contextstore.guard import ContextGuard
+from contextstore.knowledge import Document
 from contextstore.lessons import InMemoryLessons, LessonRecord, LessonSource
 from contextstore.matching import (
     DEFAULT_BYTE_BUDGET,
@@ -68,12 +69,13 @@ from contextstore.matching import (
 from contextstore.metrics import MemoryMetrics, MetricsSink, QueryMetric
 from contextstore.redis.cache import AsyncRedisContextCache, RedisContextCache
 from contextstore.redis.windows import AsyncRedisWindows, RedisWindows
-from contextstore.retrieval import InMemoryRetriever, Retriever
+from contextstore.retrieval import InMemoryRetriever, Retriever, VersionedRetriever
 from contextstore.sql.aio import AsyncLessonRepository, AsyncMetricsRepository
 from contextstore.sql.database import migrate
+from contextstore.sql.knowledge import KnowledgeBase
 from contextstore.sql.metrics import MetricsRepository
 from contextstore.sql.report import MetricsReport
-from contextstore.sql.repository import LessonRepository
+from contextstore.sql.repository import ImportSummary, LessonRepository
 from contextstore.store import Store, connect
 
 __version__ = "0.1.0"
@@ -112,11 +114,14 @@ __all__ = [
     "ContextResult",
     "ContextSources",
     "ContextStoreError",
+    "Document",
     "EqualBudgetAllocation",
     "GuardConfig",
     "HashingEmbedder",
+    "ImportSummary",
     "InMemoryLessons",
     "InMemoryRetriever",
+    "KnowledgeBase",
     "Lesson",
     "LessonConfig",
     "LessonRecord",
@@ -149,6 +154,7 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "ValidationError",
+    "VersionedRetriever",
     "WeightedBudgetAllocation",
     "WindowSummary",
     "Windows",
