@@ -41,6 +41,16 @@ SECTIONS: dict[str, tuple[str, str, str | None]] = {
         "sec_lessons:run",
         "postgresql",
     ),
+    "knowledge-sqlite": (
+        "knowledge base search and ingestion on SQLite",
+        "sec_knowledge:run",
+        "sqlite",
+    ),
+    "knowledge-postgres": (
+        "knowledge base search and ingestion on PostgreSQL",
+        "sec_knowledge:run",
+        "postgresql",
+    ),
     "engine-embedded": ("run() on SQLite + memory", "sec_engine:run", "embedded"),
     "engine-shared": ("run() on PostgreSQL + Redis", "sec_engine:run", "shared"),
     "fleet": ("1, 2, 4 processes on PostgreSQL + Redis", "sec_fleet:run", None),

@@ -14,6 +14,7 @@ normalised to ``postgresql+psycopg://``.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,7 +90,7 @@ def create_database_engine(url: str | sa.URL) -> sa.Engine:
     if parsed.get_backend_name() == "sqlite":
         _check_sqlite_path(parsed)
     try:
-        engine = sa.create_engine(parsed)
+        engine = sa.create_engine(parsed, json_serializer=_json_text)
     except ImportError as error:
         if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg":
             raise MissingExtraError("PostgreSQL", "the psycopg driver", "postgres") from error
@@ -99,6 +100,12 @@ def create_database_engine(url: str | sa.URL) -> sa.Engine:
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)
     return engine
+
+
+def _json_text(value: object) -> str:
+    # Non-ASCII stays as it is: SQLite's JSON path lookups (json_extract(doc, '$."ключ"'))
+    # compare keys as stored and would not find one written as \u escapes.
+    return json.dumps(value, ensure_ascii=False)
 
 
 def read_only(engine: sa.Engine) -> sa.Engine:

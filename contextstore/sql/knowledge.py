@@ -151,7 +151,7 @@ class KnowledgeBase:
         if not plan.statements:
             return []
         results = self._read(
-            lambda connection: [connection.execute(s).all() for s in plan.statements],
+            lambda connection: [connection.execute(s, v).all() for s, v in plan.statements],
             snapshot=True,
         )
         return plan.finish(results)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final, cast
 
 import numpy as np
@@ -51,16 +52,23 @@ def generation_from(row: Sequence[Any] | None) -> int:
     return 0 if row is None else int(row[0])
 
 
-def statistics_statement(namespace: str) -> sa.Select[Any]:
-    return sa.select(STATS.c.chunk_count, STATS.c.total_length).where(
-        STATS.c.namespace == namespace
-    )
+# A statement and the values of its bind parameters: what a sync or an async connection runs.
+Statement = tuple[sa.Select[Any], dict[str, Any]]
+
+_STATISTICS: Final = sa.select(STATS.c.chunk_count, STATS.c.total_length).where(
+    STATS.c.namespace == sa.bindparam("ns")
+)
+_FREQUENCIES: Final = sa.select(TERMS.c.term, TERMS.c.frequency).where(
+    TERMS.c.namespace == sa.bindparam("ns"), TERMS.c.term.in_(sa.bindparam("terms", expanding=True))
+)
 
 
-def frequencies_statement(namespace: str, terms: Sequence[str]) -> sa.Select[Any]:
-    return sa.select(TERMS.c.term, TERMS.c.frequency).where(
-        TERMS.c.namespace == namespace, TERMS.c.term.in_(list(terms))
-    )
+def statistics_statement(namespace: str) -> Statement:
+    return _STATISTICS, {"ns": namespace}
+
+
+def frequencies_statement(namespace: str, terms: Sequence[str]) -> Statement:
+    return _FREQUENCIES, {"ns": namespace, "terms": list(terms)}
 
 
 def lock_namespace_statement(dialect: str, namespace: str) -> sa.Insert:
@@ -84,8 +92,38 @@ def _sqlite_insert(table: sa.Table) -> Any:
     return sqlite.insert(table)
 
 
-def filter_conditions(
+def _kind(option: FilterValue) -> str:
+    if option is None:
+        return "null"
+    if isinstance(option, bool):
+        return "true" if option else "false"
+    return "text" if isinstance(option, str) else "number"
+
+
+def filter_shape(
+    filters: Mapping[str, tuple[FilterValue, ...]],
+) -> tuple[tuple[str, ...], ...]:
+    """What the SQL of ``filters`` depends on (their values are bound): the kinds of values."""
+    return tuple(tuple(_kind(option) for option in options) for options in filters.values())
+
+
+def filter_parameters(
     dialect: str, filters: Mapping[str, tuple[FilterValue, ...]]
+) -> dict[str, Any]:
+    """The bound values of ``filter_conditions``: each key, and each value to compare."""
+    values: dict[str, Any] = {}
+    for i, (key, options) in enumerate(filters.items()):
+        values[f"fk{i}"] = key if dialect == "postgresql" else f'$."{key}"'
+        for j, option in enumerate(options):
+            if dialect == "postgresql":
+                values[f"fv{i}_{j}"] = json.dumps(option)
+            elif _kind(option) in ("text", "number"):
+                values[f"fv{i}_{j}"] = option
+    return values
+
+
+def filter_conditions(
+    dialect: str, shape: tuple[tuple[str, ...], ...]
 ) -> list[sa.ColumnElement[bool]]:
     """One condition per key: the document's metadata holds one of the allowed values.
 
@@ -93,28 +131,71 @@ def filter_conditions(
     string, ``None`` only with a present null (``contextstore.knowledge.validate_filters``).
     """
     conditions: list[sa.ColumnElement[bool]] = []
-    for key, options in filters.items():
-        alternatives = [_equals(dialect, key, option) for option in options]
+    for i, kinds in enumerate(shape):
+        alternatives = [_equals(dialect, i, j, kind) for j, kind in enumerate(kinds)]
         conditions.append(sa.or_(*alternatives) if alternatives else sa.false())
     return conditions
 
 
-def _equals(dialect: str, key: str, option: FilterValue) -> sa.ColumnElement[bool]:
+def _equals(dialect: str, i: int, j: int, kind: str) -> sa.ColumnElement[bool]:
     metadata = DOCUMENTS.c["metadata"]
+    key = sa.bindparam(f"fk{i}", type_=sa.Text())
     if dialect == "postgresql":
         # Bound as text and cast, so the JSON is encoded exactly once.
-        value = sa.cast(sa.literal(json.dumps(option), sa.Text()), postgresql.JSONB)
+        value = sa.cast(sa.bindparam(f"fv{i}_{j}", type_=sa.Text()), postgresql.JSONB)
         return metadata.op("->")(key) == value
-    path = f'$."{key}"'
-    kind = sa.func.json_type(metadata, path)
-    extracted = sa.func.json_extract(metadata, path)
-    if option is None:
-        return kind == "null"
-    if isinstance(option, bool):
-        return kind == ("true" if option else "false")
-    if isinstance(option, str):
-        return sa.and_(kind == "text", extracted == option)
-    return sa.and_(kind.in_(("integer", "real")), extracted == option)
+    json_type = sa.func.json_type(metadata, key)
+    if kind in ("null", "true", "false"):
+        return json_type == kind
+    extracted = sa.func.json_extract(metadata, key)
+    if kind == "text":
+        return sa.and_(json_type == "text", extracted == sa.bindparam(f"fv{i}_{j}"))
+    return sa.and_(json_type.in_(("integer", "real")), extracted == sa.bindparam(f"fv{i}_{j}"))
+
+
+@lru_cache(maxsize=256)
+def _candidates_template(
+    dialect: str, term_count: int, shape: tuple[tuple[str, ...], ...], with_vectors: bool
+) -> sa.Select[Any]:
+    # Built once per shape and reused: constructing a statement costs more than running it.
+    counts: list[sa.ColumnElement[Any]] = []
+    for i in range(term_count):
+        if dialect == "postgresql":
+            text = CHUNKS.c.term_counts.op("->>")(sa.bindparam(f"t{i}", type_=sa.Text()))
+            counts.append(sa.cast(text, sa.Integer()))
+        else:
+            path = sa.bindparam(f"t{i}", type_=sa.Text())
+            counts.append(sa.func.json_extract(CHUNKS.c.term_counts, path))
+    columns: list[sa.ColumnElement[Any]] = [
+        CHUNKS.c.position,
+        CHUNKS.c.text,
+        CHUNKS.c.length,
+        DOCUMENTS.c.source,
+        DOCUMENTS.c["metadata"],
+        *counts,
+    ]
+    if with_vectors:
+        columns += [CHUNKS.c.embedding, CHUNKS.c.embedder, CHUNKS.c.dimension]
+    joined = CHUNKS.join(DOCUMENTS, DOCUMENTS.c.id == CHUNKS.c.document_id)
+    conditions = [CHUNKS.c.namespace == sa.bindparam("ns"), *filter_conditions(dialect, shape)]
+    limit = sa.bindparam("limit", type_=sa.Integer())
+    if dialect == "postgresql":
+        query = sa.func.to_tsquery(_SIMPLE, sa.bindparam("match", type_=sa.Text()))
+        return (
+            sa.select(*columns)
+            .select_from(joined)
+            .where(_SEARCH.op("@@")(query), *conditions)
+            .order_by(sa.func.ts_rank(_SEARCH, query).desc(), CHUNKS.c.id)
+            .limit(limit)
+        )
+    match = sa.bindparam("match", type_=sa.Text())
+    return (
+        sa.select(*columns)
+        .select_from(_FTS.join(joined, CHUNKS.c.id == _FTS.c.rowid))
+        .where(sa.literal_column("chunks_fts").op("MATCH")(match), *conditions)
+        .order_by(_FTS.c.rank, CHUNKS.c.id)
+        .limit(limit)
+    )
 
 
 def candidates_statement(
@@ -124,39 +205,25 @@ def candidates_statement(
     filters: Mapping[str, tuple[FilterValue, ...]],
     limit: int,
     with_vectors: bool,
-) -> sa.Select[Any]:
-    """Chunks of ``namespace`` holding any of the index ``terms``, best full-text rank first."""
-    columns = [
-        CHUNKS.c.position,
-        CHUNKS.c.text,
-        CHUNKS.c.length,
-        CHUNKS.c.term_counts,
-        DOCUMENTS.c.source,
-        DOCUMENTS.c["metadata"],
-    ]
-    if with_vectors:
-        columns += [CHUNKS.c.embedding, CHUNKS.c.embedder, CHUNKS.c.dimension]
-    joined = CHUNKS.join(DOCUMENTS, DOCUMENTS.c.id == CHUNKS.c.document_id)
-    conditions = [CHUNKS.c.namespace == namespace, *filter_conditions(dialect, filters)]
+) -> Statement:
+    """Chunks of ``namespace`` holding any of the index ``terms``, best full-text rank first.
+
+    Each row: position, text, length, source, metadata, then how often each term occurs in
+    the chunk (read from ``term_counts`` by the database, null for none), then — with
+    ``with_vectors`` — embedding, embedder and dimension.
+    """
+    template = _candidates_template(dialect, len(terms), filter_shape(filters), with_vectors)
+    values: dict[str, Any] = {"ns": namespace, "limit": limit}
+    values.update(filter_parameters(dialect, filters))
     if dialect == "postgresql":
         # Index terms are letters and digits only (contextstore.tokens.index_term): quoting
         # each keeps to_tsquery's operators out of them.
-        query = sa.func.to_tsquery(_SIMPLE, " | ".join(f"'{term}'" for term in terms))
-        return (
-            sa.select(*columns)
-            .select_from(joined)
-            .where(_SEARCH.op("@@")(query), *conditions)
-            .order_by(sa.func.ts_rank(_SEARCH, query).desc(), CHUNKS.c.id)
-            .limit(limit)
-        )
-    match = " OR ".join(f'"{term}"' for term in terms)
-    return (
-        sa.select(*columns)
-        .select_from(_FTS.join(joined, CHUNKS.c.id == _FTS.c.rowid))
-        .where(sa.literal_column("chunks_fts").op("MATCH")(match), *conditions)
-        .order_by(_FTS.c.rank, CHUNKS.c.id)
-        .limit(limit)
-    )
+        values["match"] = " | ".join(f"'{term}'" for term in terms)
+        values.update({f"t{i}": term for i, term in enumerate(terms)})
+    else:
+        values["match"] = " OR ".join(f'"{term}"' for term in terms)
+        values.update({f"t{i}": f'$."{term}"' for i, term in enumerate(terms)})
+    return template, values
 
 
 @dataclass(frozen=True)
@@ -167,7 +234,7 @@ class SearchPlan:
     empty plan (no term, ``top_k <= 0``) has no statements and finishes as ``[]``.
     """
 
-    statements: tuple[sa.Select[Any], ...]
+    statements: tuple[Statement, ...]
     terms: tuple[str, ...]
     top_k: int
     parameters: RankingParameters
@@ -193,10 +260,16 @@ class SearchPlan:
         )
 
     def _candidate(self, row: Sequence[Any]) -> Candidate:
-        position, text, length, counts, source, metadata = row[:6]
+        position, text, length, source, metadata = row[:5]
+        width = len(self.terms)
+        counts = {
+            term: int(count)
+            for term, count in zip(self.terms, row[5 : 5 + width], strict=True)
+            if count is not None
+        }
         vector = None
         if self.query_vector is not None:
-            embedding, embedder, dimension = row[6:9]
+            embedding, embedder, dimension = row[5 + width : 8 + width]
             # A chunk embedded by another embedder (or none) ranks lexically: cosine 0.
             usable = embedder == self.embedder and dimension == self.query_vector.shape[0]
             if embedding is not None and usable:
@@ -206,7 +279,7 @@ class SearchPlan:
             source=source,
             position=int(position),
             length=int(length),
-            counts=_json(counts),
+            counts=counts,
             metadata=_json(metadata),
             vector=vector,
         )
@@ -231,7 +304,7 @@ def plan_search(
 ) -> SearchPlan:
     """The statements of one search for index ``terms`` and how to rank what they return."""
     terms = tuple(terms)
-    statements: tuple[sa.Select[Any], ...] = ()
+    statements: tuple[Statement, ...] = ()
     if terms and top_k > 0:
         statements = (
             statistics_statement(namespace),

@@ -391,19 +391,22 @@ def test_full_text_candidates_come_from_the_index(engine: sa.Engine) -> None:
     base.import_jsonl(CORPUS_LINES)
     from contextstore.sql.knowledge_queries import candidates_statement
 
-    statement = candidates_statement(
+    statement, values = candidates_statement(
         engine.dialect.name, base.namespace, ["failover"], {}, 1000, False
     )
-    compiled = statement.compile(engine, compile_kwargs={"literal_binds": True})
+    compiled = statement.compile(dialect=engine.dialect)
+    params = compiled.construct_params(values)
+    positions = compiled.positiontup or []
+    arguments: Any = tuple(params[name] for name in positions) if compiled.positional else params
     with engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             # A small table is cheaper to scan; forbid that to show the index serves it.
             connection.execute(sa.text("SET LOCAL enable_seqscan = off"))
-            plan = "\n".join(connection.execute(sa.text(f"EXPLAIN {compiled}")).scalars())
+            plan = "\n".join(connection.exec_driver_sql(f"EXPLAIN {compiled}", arguments).scalars())
             assert "ix_chunks_search" in plan
             assert "Seq Scan on chunks" not in plan
         else:
-            rows = connection.execute(sa.text(f"EXPLAIN QUERY PLAN {compiled}")).all()
+            rows = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {compiled}", arguments).all()
             plan = "\n".join(str(row[-1]) for row in rows)
             assert "SCAN chunks_fts VIRTUAL TABLE INDEX" in plan
             assert "SCAN chunks " not in plan + " "
