@@ -46,6 +46,7 @@ from contextstore.sql.database import autocommit, read_only, translate_errors
 from contextstore.sql.knowledge_queries import (
     CHUNKS,
     DOCUMENTS,
+    SearchPlan,
     generation_from,
     generation_statement,
     lock_namespace_statement,
@@ -131,13 +132,32 @@ class KnowledgeBase:
         matches every key (``contextstore.knowledge.validate_filters``). A query the embedder
         fails on is ranked by BM25 alone.
         """
+        plan = self.plan(query, top_k, filters)
+        if not plan.statements:
+            return []
+        results = self._read(
+            lambda connection: [connection.execute(s, v).all() for s, v in plan.statements],
+            snapshot=True,
+        )
+        return plan.finish(results)
+
+    def plan(
+        self, query: str, top_k: int = 5, filters: Mapping[str, Any] | None = None
+    ) -> SearchPlan:
+        """``search`` without the I/O: validated arguments, the query embedded (once), the
+        statements to run in one snapshot and the pure ranking of their rows.
+
+        ``search`` is ``plan.finish([rows of each statement])``; an async connection can run
+        the same statements (``AsyncConnection.execute(statement, values)``) and finish the
+        same plan. Raises ``ValidationError`` like ``search``.
+        """
         if not isinstance(query, str):
             raise ValidationError("query", f"must be a string, got {type(query).__name__}")
         if isinstance(top_k, bool) or not isinstance(top_k, int):
             raise ValidationError("top_k", f"must be an integer, got {top_k!r}")
         checked = validate_filters(filters)
         terms = tuple(index_term(term) for term in query_terms(query))
-        plan = plan_search(
+        return plan_search(
             self._engine.dialect.name,
             self.namespace,
             terms,
@@ -148,13 +168,6 @@ class KnowledgeBase:
             query_vector=self._query_vector(query) if terms and top_k > 0 else None,
             embedder=self.embedder,
         )
-        if not plan.statements:
-            return []
-        results = self._read(
-            lambda connection: [connection.execute(s, v).all() for s, v in plan.statements],
-            snapshot=True,
-        )
-        return plan.finish(results)
 
     def retrieve(
         self,

@@ -480,7 +480,7 @@ def agree(
 
 
 @settings(
-    max_examples=25,
+    max_examples=20,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -492,7 +492,7 @@ def test_sql_and_in_memory_return_the_same_chunks_in_the_same_order(
 
 
 @settings(
-    max_examples=15,
+    max_examples=10,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -588,3 +588,19 @@ def test_reembed_brings_other_embedders_chunks_up_to_date(engine: sa.Engine) -> 
             == total
         )
     assert kb(engine, namespace).reembed() == 0  # no embedder: nothing to do
+
+
+def test_a_plan_run_on_any_connection_finishes_as_search(engine: sa.Engine) -> None:
+    """The statements and the ranking are separate from their execution (for async drivers)."""
+    base = kb(engine)
+    base.import_jsonl(CORPUS_LINES[:12])
+    plan = base.plan("refund policy for annual plans", 4, {"team": "support"})
+    assert len(plan.statements) == 3
+    with engine.connect() as connection:
+        rows = [
+            connection.execute(statement, values).all() for statement, values in plan.statements
+        ]
+    finished = plan.finish(rows)
+    assert finished == base.search("refund policy for annual plans", 4, {"team": "support"})
+    assert [c.metadata["team"] for c in finished] == ["support"] * len(finished) and finished
+    assert base.plan("", 4).statements == ()

@@ -102,7 +102,7 @@ def test_process_b_sees_process_a_changes_on_its_next_run(
 
 IMPORTERS = 4
 RUNNERS = 4
-OWN_DOCUMENTS = 24
+OWN_DOCUMENTS = 12
 SHARED_DOCUMENTS = 10
 
 
@@ -111,7 +111,7 @@ def _line(source: str, text: str) -> str:
 
 
 def _importer(url: str, namespace: str, worker: int, start: Any, results: Any) -> None:
-    """Import own documents in batches of 6, and the shared file after each batch."""
+    """Import own documents in batches of 4, and the shared file after each batch."""
     try:
         store = connect(database_url=url, redis_url="", namespace=namespace)
         shared = [_line(f"shared-{i}", f"shared zebra document {i}") for i in range(10)]
@@ -121,8 +121,8 @@ def _importer(url: str, namespace: str, worker: int, start: Any, results: Any) -
         ]
         if not start.wait(60):
             raise TimeoutError("no start signal")
-        for batch in range(0, OWN_DOCUMENTS, 6):
-            store.knowledge.import_jsonl(own[batch : batch + 6])
+        for batch in range(0, OWN_DOCUMENTS, 4):
+            store.knowledge.import_jsonl(own[batch : batch + 4])
             store.knowledge.import_jsonl(shared)
         store.close()
         results.put((f"importer {worker}", None))
@@ -136,7 +136,7 @@ def _runner(url: str, namespace: str, worker: int, start: Any, results: Any) -> 
         engine = store.engine()
         if not start.wait(60):
             raise TimeoutError("no start signal")
-        for _ in range(15):
+        for _ in range(8):
             engine.run("zebra document")
             store.knowledge.search("worker zebra", 5)
         store.close()
