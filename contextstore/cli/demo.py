@@ -111,8 +111,10 @@ def run(
     namespace: Namespace = None,
     as_json: Json = False,
 ) -> None:
-    """Build one context from the store's knowledge base (the sample corpus is loaded into it
-    first, idempotently) and its lessons, and show it."""
+    """Build one context from the knowledge base and the lessons, and show it.
+
+    The sample corpus is loaded into the knowledge base first (unchanged documents skipped).
+    """
     scope = Scope(entity_ids=tuple(entity or ()), tags=tuple(tag or ()))
     with cli_errors(), open_store(database_url, redis_url, namespace) as store:
         _load_sample_corpus(store)
