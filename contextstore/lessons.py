@@ -22,6 +22,14 @@ SEVERITIES = ("critical", "warning", "info")
 MAX_INJECTION_FORM_BYTES = 320
 MAX_ENTITY_ID_LENGTH = 255
 SCOPE_KEY_PREFIXES = ("tag:", "id:")
+# The lifecycle (the database enforces it too): where each status may move next.
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "proposed": ("active", "retired"),
+    "active": ("retired", "superseded"),
+    "retired": ("active",),
+    "superseded": (),
+}
+MAX_ACTOR_LENGTH = 255
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,40 @@ def validate_entity_id(value: object, field_name: str = "entity_id") -> str:
     if value != value.strip():
         raise ValidationError(field_name, f"{value!r} has leading or trailing white space")
     return value
+
+
+def check_transition(entity_id: str, old: str, new: str) -> None:
+    """Refuse (``ValidationError("status")``) a status change the lifecycle does not allow.
+
+    Staying in the same status is not a change and always passes.
+    """
+    if old == new or new in TRANSITIONS.get(old, ()):
+        return
+    allowed = " or ".join(TRANSITIONS.get(old, ())) or "nothing (superseded is final)"
+    raise ValidationError(
+        "status", f"lesson {entity_id!r} is {old} and cannot become {new}; it may become {allowed}"
+    )
+
+
+def validate_actor(value: object) -> str:
+    """An audit actor: a non-empty printable string of at most ``MAX_ACTOR_LENGTH`` characters."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError("actor", "must be a non-empty string")
+    if len(value) > MAX_ACTOR_LENGTH:
+        raise ValidationError("actor", f"must be at most {MAX_ACTOR_LENGTH} characters")
+    if not value.isprintable():
+        raise ValidationError("actor", f"{value!r} holds control characters")
+    return value
+
+
+def default_actor() -> str:
+    """The operating-system user running this process (``sql`` when it has none)."""
+    import getpass
+
+    try:
+        return getpass.getuser() or "sql"
+    except (KeyError, OSError):  # no passwd entry and no LOGNAME/USER (some containers)
+        return "sql"
 
 
 def validate_scope_key(value: object) -> str:

@@ -18,7 +18,7 @@ from alembic import context
 
 from contextstore.config import DEFAULT_DATABASE_URL, ENV_DATABASE_URL
 from contextstore.sql.database import create_database_engine
-from contextstore.sql.models import Base
+from contextstore.sql.models import SQLITE_ACTOR_TABLE, Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -51,12 +51,18 @@ def _include_object(
     return not (reflected and compare_to is None and name in _DIALECT_ONLY)
 
 
+def _include_name(name: str | None, type_: str, _parents: object) -> bool:
+    # The SQLite audit-actor table is plumbing for the triggers, not a model (see 0003).
+    return not (type_ == "table" and name == SQLITE_ACTOR_TABLE)
+
+
 def _configure(connection: sa.Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
         compare_type=True,
         include_object=_include_object,
+        include_name=_include_name,
         # SQLite cannot ALTER most things; batch mode rebuilds tables for future revisions.
         render_as_batch=connection.dialect.name == "sqlite",
     )

@@ -78,7 +78,7 @@ def test_json_output(cli: Invoke) -> None:
     activated = json.loads(ok(cli("activate", "fleet.ops.1", "--json")).stdout)
     assert activated["status"] == "active"
     shown = json.loads(ok(cli("show", "fleet.ops.1", "--json")).stdout)
-    assert [event["event"] for event in shown["history"]] == ["insert", "status"]
+    assert [event["event"] for event in shown["history"]] == ["insert", "scope", "status"]
 
 
 def test_status_commands(cli: Invoke) -> None:
@@ -90,7 +90,7 @@ def test_status_commands(cli: Invoke) -> None:
         ("superseded", "fleet.ops.2"),
         ("active", None),
     ]
-    assert "retired" in ok(cli("retire", "fleet.ops.1")).stdout
+    assert "retired" in ok(cli("retire", "fleet.ops.2")).stdout
     ok(cli("delete", "fleet.ops.1", "--yes"))
     assert json.loads(ok(cli("list", "--json")).stdout)[0]["entity_id"] == "fleet.ops.2"
 
@@ -161,3 +161,31 @@ def test_unreadable_or_malformed_import_files(
     bad.write_text('{"entity_id": "a.b", "injection_form": "x"}\n{oops\n', encoding="utf-8")
     refused(cli("import", str(bad)), "line 2")
     assert counts(engine) == (0, 0, 0)
+
+
+def test_actor_is_recorded_and_defaults_to_the_os_user(cli: Invoke) -> None:
+    import getpass
+
+    ok(add(cli, "fleet.ops.1", "--actor", "alice"))
+    ok(cli("activate", "fleet.ops.1", "--actor", "bob"))
+    ok(cli("retire", "fleet.ops.1"))
+    shown = json.loads(ok(cli("show", "fleet.ops.1", "--json")).stdout)
+    assert [(e["event"], e["actor"]) for e in shown["history"]] == [
+        ("insert", "alice"),
+        ("scope", "alice"),
+        ("status", "bob"),
+        ("status", getpass.getuser()),
+    ]
+    assert shown["history"][2]["changes"] == {"status": {"old": "proposed", "new": "active"}}
+    table = ok(cli("show", "fleet.ops.1")).stdout
+    assert "alice" in table and "bob" in table and "added tag:ops" in table
+    refused(cli("activate", "fleet.ops.1", "--actor", " "), "actor")
+
+
+def test_a_lifecycle_violation_is_one_error_line(cli: Invoke, engine: sa.Engine) -> None:
+    ok(add(cli, "fleet.ops.1", "--status", "active"))
+    ok(add(cli, "fleet.ops.2", "--status", "active"))
+    ok(cli("supersede", "fleet.ops.1", "fleet.ops.2"))
+    before = counts(engine)
+    refused(cli("activate", "fleet.ops.1"), "status", "superseded")
+    assert counts(engine) == before

@@ -32,10 +32,20 @@ Keys = Annotated[
 ]
 
 
+Actor = Annotated[
+    str | None,
+    typer.Option(
+        "--actor",
+        help="Who makes this change, as the audit records it \\[default: the OS user]",
+        show_default=False,
+    ),
+]
+
+
 @contextmanager
-def repository(database_url: str | None) -> Iterator[LessonRepository]:
+def repository(database_url: str | None, actor: str | None = None) -> Iterator[LessonRepository]:
     with cli_errors(), open_store(database_url, None, None) as store:
-        yield store.lessons
+        yield store.lessons if actor is None else store.lessons.as_actor(actor)
 
 
 def _when(moment: datetime | None) -> str:
@@ -71,9 +81,21 @@ def _show(record: LessonRecord, as_json: bool, events: list[LessonEvent] | None 
     console.print(table(record.entity_id, ["field", "value"], details, flexible="value", wrap=True))
     if events:
         history: list[list[Any]] = [
-            [_when(e.occurred_at), e.event, e.old_status, e.new_status] for e in events
+            [_when(e.occurred_at), e.event, e.actor, e.old_status, e.new_status, _changed(e)]
+            for e in events
         ]
-        console.print(table("history", ["occurred_at", "event", "old", "new"], history))
+        columns = ["occurred_at", "event", "actor", "old", "new", "changed"]
+        console.print(table("history", columns, history, flexible="changed"))
+
+
+def _changed(event: LessonEvent) -> str:
+    """What an event changed, briefly: column names, or the scope key added or removed."""
+    changes = event.changes
+    if not isinstance(changes, dict) or event.event in ("insert", "delete"):
+        return ""
+    if event.event == "scope":
+        return ", ".join(f"{kind} {key}" for kind, key in changes.items())
+    return ", ".join(sorted(changes))
 
 
 def _event_json(event: LessonEvent) -> dict[str, Any]:
@@ -82,6 +104,8 @@ def _event_json(event: LessonEvent) -> dict[str, Any]:
         "old_status": event.old_status,
         "new_status": event.new_status,
         "occurred_at": format_timestamp(event.occurred_at),
+        "actor": event.actor,
+        "changes": event.changes,
     }
 
 
@@ -100,11 +124,12 @@ def add(
             help="RFC 3339 creation time with an offset, e.g. 2026-05-01T12:00:00Z (default: now)"
         ),
     ] = None,
+    actor: Actor = None,
     database_url: DatabaseUrl = None,
     as_json: Json = False,
 ) -> None:
     """Add a new lesson (proposed unless --status active)."""
-    with repository(database_url) as lessons:
+    with repository(database_url, actor) as lessons:
         record = LessonRecord(
             entity_id=entity_id,
             injection_form=form,
@@ -149,16 +174,20 @@ def show(entity_id: str, database_url: DatabaseUrl = None, as_json: Json = False
 
 
 @app.command("activate")
-def activate(entity_id: str, database_url: DatabaseUrl = None, as_json: Json = False) -> None:
+def activate(
+    entity_id: str, actor: Actor = None, database_url: DatabaseUrl = None, as_json: Json = False
+) -> None:
     """Make a lesson active (matched from now on)."""
-    with repository(database_url) as lessons:
+    with repository(database_url, actor) as lessons:
         _show(lessons.activate(entity_id), as_json)
 
 
 @app.command("retire")
-def retire(entity_id: str, database_url: DatabaseUrl = None, as_json: Json = False) -> None:
+def retire(
+    entity_id: str, actor: Actor = None, database_url: DatabaseUrl = None, as_json: Json = False
+) -> None:
     """Retire a lesson (kept, never matched)."""
-    with repository(database_url) as lessons:
+    with repository(database_url, actor) as lessons:
         _show(lessons.retire(entity_id), as_json)
 
 
@@ -166,11 +195,12 @@ def retire(entity_id: str, database_url: DatabaseUrl = None, as_json: Json = Fal
 def supersede(
     old: Annotated[str, typer.Argument(help="The lesson being replaced")],
     new: Annotated[str, typer.Argument(help="Its replacement (activated if proposed)")],
+    actor: Actor = None,
     database_url: DatabaseUrl = None,
     as_json: Json = False,
 ) -> None:
     """Mark OLD superseded by NEW; a proposed NEW is activated at the same time."""
-    with repository(database_url) as lessons:
+    with repository(database_url, actor) as lessons:
         _show(lessons.supersede(old, new), as_json)
 
 
@@ -178,11 +208,12 @@ def supersede(
 def delete(
     entity_id: str,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation")] = False,
+    actor: Actor = None,
     database_url: DatabaseUrl = None,
     as_json: Json = False,
 ) -> None:
     """Delete a lesson (its audit history stays in lesson_events)."""
-    with repository(database_url) as lessons:
+    with repository(database_url, actor) as lessons:
         lessons.get(entity_id)
         if not yes and not typer.confirm(f"Delete lesson {entity_id}?"):
             raise typer.Exit(1)
@@ -196,6 +227,7 @@ def delete(
 @app.command("import")
 def import_lessons(
     path: Annotated[Path, typer.Argument(help="JSON Lines file, '-' for stdin")],
+    actor: Actor = None,
     database_url: DatabaseUrl = None,
     as_json: Json = False,
 ) -> None:
@@ -206,7 +238,7 @@ def import_lessons(
             if str(path) == "-"
             else path.read_text(encoding="utf-8").splitlines()
         )
-    with repository(database_url) as lessons:
+    with repository(database_url, actor) as lessons:
         summary = lessons.import_jsonl(lines)
     if as_json:
         print_json(

@@ -15,7 +15,9 @@ normalised to ``postgresql+psycopg://``.
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -136,7 +138,7 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         cursor = dbapi_connection.cursor()
         # busy_timeout first: switching to WAL itself needs a lock another process may hold.
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _switch_to_wal(cursor)
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 
@@ -147,6 +149,28 @@ def _configure_sqlite(engine: sa.Engine) -> None:
             return
         read = options.get(READ_ONLY_OPTION, False)
         connection.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode = WAL``, retried while another connection holds the lock.
+
+    Two connections switching a fresh (rollback-journal) file at once both hold a SHARED lock
+    and both want EXCLUSIVE; SQLite then fails one of them at once with "database is locked",
+    without calling the busy handler, since waiting could deadlock. The loser retries here
+    until the other has finished, within the same busy timeout as any other wait.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    delay = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            busy = "locked" in str(error) or "busy" in str(error)
+            if not busy or time.monotonic() + delay > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 def _check_sqlite_path(url: sa.URL) -> None:
@@ -268,6 +292,11 @@ _FIELD_BY_CONSTRAINT = (
     ("pk_lesson_scopes", "applies_to"),
     ("lesson_scopes.", "applies_to"),
     ("created_at is immutable", "created_at"),
+    ("lesson lifecycle", "status"),
+    ("lessons.created_at", "created_at"),
+    ("lessons.updated_at", "updated_at"),
+    ("lessons.evidence", "evidence"),
+    ("append-only", "lesson_events"),
     ("immutable", "entity_id"),
     ("pk_lessons", "entity_id"),
     ("lessons.entity_id", "entity_id"),

@@ -29,6 +29,10 @@ NAMING_CONVENTION = {
 BigIntegerId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 ENTITY_ID_LENGTH = 255
+ACTOR_LENGTH = 255
+# SQLite only: where a writer names its actor for the audit triggers, inside its own write
+# transaction (migration 0003 explains why). Not a model: it is no part of the data.
+SQLITE_ACTOR_TABLE = "lesson_audit_actor"
 
 # Portable SQL for the rules of contextstore.lessons.validate_record. ``substr``/``length``
 # rather than LIKE, because SQLite's LIKE is case-insensitive ('TAG:x' must be refused).
@@ -121,10 +125,14 @@ class LessonScopeRow(Base):
 
 
 class LessonEventRow(Base):
-    """``lesson_events``: the audit trail, written only by database triggers.
+    """``lesson_events``: the audit trail, written only by database triggers, append-only.
 
-    ``event`` is ``insert``, ``status`` or ``delete``; ``old_status``/``new_status`` are null
-    where they do not apply. No foreign key, so a deleted lesson's history stays.
+    ``event`` is ``insert``, ``update``, ``status``, ``scope`` or ``delete``;
+    ``old_status``/``new_status`` are set for ``insert`` (new), ``status`` and ``delete`` (old).
+    ``changes`` is JSON: the whole row for ``insert``/``delete``, ``{"column": {"old", "new"}}``
+    for ``update``/``status``, ``{"added": key}``/``{"removed": key}`` for ``scope``. ``actor``
+    is NULL only on events recorded before the audit knew actors. No foreign key, so a deleted
+    lesson's history stays.
     """
 
     __tablename__ = "lesson_events"
@@ -137,6 +145,8 @@ class LessonEventRow(Base):
     occurred_at: Mapped[datetime] = mapped_column(
         UTCDateTime(), nullable=False, server_default=sa.func.current_timestamp()
     )
+    actor: Mapped[str | None] = mapped_column(sa.String(ACTOR_LENGTH), nullable=True)
+    changes: Mapped[Any] = mapped_column(sa.JSON(), nullable=True)
 
     __table_args__ = (sa.Index("ix_lesson_events_lesson_id", "lesson_id", "id"),)
 

@@ -9,7 +9,12 @@ caller's transaction usable), flushed, and committed only when the caller commit
 Every write validates first (``contextstore.lessons.validate_record``) and raises
 ``ValidationError`` naming the field before touching the database; constraint violations the
 database still finds are translated the same way. A missing lesson raises ``NotFoundError``.
-The audit rows in ``lesson_events`` are written by database triggers, not by this class.
+The audit rows in ``lesson_events`` are written by database triggers, not by this class; the
+repository tells them its ``actor`` (default: the operating-system user) for every write
+transaction: on PostgreSQL as the transaction setting ``contextstore.actor``, on SQLite as the
+row of ``lesson_audit_actor``, written first and removed before the transaction commits (see
+migration 0003). Status changes follow the lifecycle (``contextstore.lessons.TRANSITIONS``),
+checked here first for a clear message and enforced by the database for everyone else.
 """
 
 from __future__ import annotations
@@ -29,8 +34,11 @@ from contextstore.lessons import (
     SEVERITIES,
     STATUSES,
     LessonRecord,
+    check_transition,
+    default_actor,
     format_timestamp,
     read_jsonl,
+    validate_actor,
     validate_entity_id,
     validate_record,
     validate_scope_key,
@@ -38,7 +46,7 @@ from contextstore.lessons import (
 )
 from contextstore.matching import Lesson, Scope, lookup_keys
 from contextstore.sql.database import autocommit, read_only, translate_errors
-from contextstore.sql.models import LessonEventRow, LessonRow, LessonScopeRow
+from contextstore.sql.models import SQLITE_ACTOR_TABLE, LessonEventRow, LessonRow, LessonScopeRow
 
 Clock = Callable[[], datetime]
 # Aliases, because inside LessonRepository the name ``list`` is the method.
@@ -67,7 +75,7 @@ def utc_now() -> datetime:
 
 @dataclass(frozen=True)
 class LessonEvent:
-    """One audit row: ``event`` is ``insert``, ``status`` or ``delete``."""
+    """One audit row (see ``LessonEventRow`` for what each event's ``changes`` holds)."""
 
     id: int
     lesson_id: str
@@ -75,6 +83,8 @@ class LessonEvent:
     old_status: str | None
     new_status: str | None
     occurred_at: datetime
+    actor: str | None = None
+    changes: Any = None
 
 
 @dataclass(frozen=True)
@@ -103,15 +113,35 @@ class LessonRepository:
     """Lessons in SQL; implements ``LessonSource`` (``candidates``) for the engine."""
 
     def __init__(
-        self, engine: sa.Engine, *, clock: Clock = utc_now, session: Session | None = None
+        self,
+        engine: sa.Engine,
+        *,
+        clock: Clock = utc_now,
+        session: Session | None = None,
+        actor: str | None = None,
     ) -> None:
+        """``actor`` names who writes, in the audit; ``None`` means the operating-system user.
+
+        A blank, over-long (> 255 characters) or control-character actor is refused
+        (``ValidationError("actor")``).
+        """
         self._engine = engine
         self._clock = clock
         self._session = session
+        self._actor = default_actor() if actor is None else validate_actor(actor)
+
+    @property
+    def actor(self) -> str:
+        """Who this repository's writes are attributed to in ``lesson_events``."""
+        return self._actor
 
     def using(self, session: Session) -> LessonRepository:
         """This repository joined to the caller's ``session`` (the caller commits)."""
-        return LessonRepository(self._engine, clock=self._clock, session=session)
+        return LessonRepository(self._engine, clock=self._clock, session=session, actor=self._actor)
+
+    def as_actor(self, actor: str) -> LessonRepository:
+        """This repository with its writes attributed to ``actor``."""
+        return LessonRepository(self._engine, clock=self._clock, session=self._session, actor=actor)
 
     # -- transactions -----------------------------------------------------------------------
 
@@ -119,11 +149,15 @@ class LessonRepository:
     def _write(self) -> Iterator[Session]:
         with translate_errors(self._engine.url):
             if self._session is not None:
-                with self._session.begin_nested():
+                with self._session.begin_nested(), _acting(self._session, self._actor):
                     yield self._session
                     self._session.flush()
                 return
-            with Session(self._engine) as session, session.begin():
+            with (
+                Session(self._engine) as session,
+                session.begin(),
+                _acting(session, self._actor),
+            ):
                 yield session
 
     @contextmanager
@@ -192,6 +226,14 @@ class LessonRepository:
             query = query.where(EVENTS.c.lesson_id == entity_id)
         with self._read() as session:
             return [LessonEvent(**row._mapping) for row in session.execute(query)]
+
+    def events_count(self, event: str | None = None) -> int:
+        """How many audit rows there are (of one ``event`` kind when given)."""
+        query = sa.select(sa.func.count()).select_from(EVENTS)
+        if event is not None:
+            query = query.where(EVENTS.c.event == event)
+        with self._read() as session:
+            return int(session.execute(query).scalar_one())
 
     def candidates(self, scope: Scope) -> Lessons:
         """Active lessons sharing a key with ``lookup_keys(scope)``, ordered by entity_id.
@@ -272,22 +314,29 @@ class LessonRepository:
         return updated
 
     def activate(self, entity_id: str) -> LessonRecord:
-        """Make a lesson active (from any status; a superseded one loses ``superseded_by``).
+        """Make a proposed or retired lesson active.
 
-        Already active: nothing is written and ``updated_at`` stays.
+        Already active: nothing is written and ``updated_at`` stays. A superseded lesson stays
+        superseded (``ValidationError("status")``): its replacement is the live one.
         """
         return self._set_status(entity_id, "active")
 
     def retire(self, entity_id: str) -> LessonRecord:
-        """Retire a lesson (kept, never matched). Already retired: nothing is written."""
+        """Retire a proposed or active lesson (kept, never matched).
+
+        Already retired: nothing is written. A superseded lesson cannot be retired
+        (``ValidationError("status")``).
+        """
         return self._set_status(entity_id, "retired")
 
     def supersede(self, old_id: str, new_id: str) -> LessonRecord:
         """Mark ``old_id`` superseded by ``new_id`` and return the old lesson.
 
-        ``new_id`` must exist (``NotFoundError``) and must not be retired or superseded
-        itself (``ValidationError("superseded_by")``); a proposed replacement is activated in
-        the same transaction, so guidance never disappears between the two steps.
+        ``old_id`` must be active (``ValidationError("status")``: a proposed lesson is retired
+        instead, a superseded one is final). ``new_id`` must exist (``NotFoundError``) and must
+        not be retired or superseded itself (``ValidationError("superseded_by")``); a proposed
+        replacement is activated in the same transaction, so guidance never disappears between
+        the two steps.
         """
         if old_id == new_id:
             raise ValidationError("superseded_by", "a lesson cannot supersede itself")
@@ -299,6 +348,7 @@ class LessonRepository:
                 raise ValidationError(
                     "superseded_by", f"lesson {new_id!r} is {new.status} and cannot replace another"
                 )
+            check_transition(old_id, old.status, "superseded")
             if new.status == "proposed":
                 _update(session, new, replace(new, status="active", updated_at=now))
             result = validate_record(
@@ -327,7 +377,7 @@ class LessonRepository:
                     f"lesson {entity_id!r} supersedes {', '.join(referrers)}; "
                     "delete or re-point those first",
                 )
-            session.execute(sa.delete(SCOPES).where(SCOPES.c.lesson_id == entity_id))
+            # The scope keys go by the foreign key's cascade, so the audit shows one delete.
             session.execute(sa.delete(LESSONS).where(LESSONS.c.entity_id == entity_id))
 
     def import_jsonl(self, lines: Iterable[str]) -> ImportSummary:
@@ -341,7 +391,8 @@ class LessonRepository:
         stored lesson changes nothing (no write, no audit row, same ``updated_at``). A
         different ``created_at`` for an existing lesson is refused (it is immutable); a
         missing one keeps the stored value. The same entity_id twice in one import is
-        refused. Any refusal leaves the database untouched.
+        refused, and so is a status change the lifecycle does not allow (``status``). Any
+        refusal leaves the database untouched.
         """
         batch = [validate_record(record) for record in records]
         seen: set[str] = set()
@@ -363,6 +414,7 @@ class LessonRepository:
                     inserts.append(_stamped(record, now))
                     continue
                 wanted = _merged(current, record, now)
+                check_transition(record.entity_id, current.status, wanted.status)
                 if wanted == current:
                     unchanged += 1
                 else:
@@ -382,6 +434,7 @@ class LessonRepository:
             current = _require(session, entity_id)
             if current.status == status:
                 return current
+            check_transition(entity_id, current.status, status)
             result = validate_record(
                 replace(current, status=status, superseded_by=None, updated_at=self._clock())
             )
@@ -625,6 +678,50 @@ def _update(session: Session, current: LessonRecord, wanted: LessonRecord) -> No
         .where(LESSONS.c.entity_id == current.entity_id)
         .values(**_columns(wanted))
     )
-    if wanted.applies_to != current.applies_to:
-        session.execute(sa.delete(SCOPES).where(SCOPES.c.lesson_id == current.entity_id))
-        _insert_keys(session, wanted)
+    if wanted.applies_to == current.applies_to:
+        return
+    # Only the keys that really come or go are deleted and inserted, so the audit lists exactly
+    # those; kept keys only move (their position is not audited).
+    entity_id = current.entity_id
+    gone = sorted(set(current.applies_to) - set(wanted.applies_to))
+    if gone:
+        session.execute(
+            sa.delete(SCOPES).where(SCOPES.c.lesson_id == entity_id, SCOPES.c.scope_key.in_(gone))
+        )
+    old_positions = {key: position for position, key in enumerate(current.applies_to)}
+    added = []
+    for position, key in enumerate(wanted.applies_to):
+        if key not in old_positions:
+            added.append({"lesson_id": entity_id, "scope_key": key, "position": position})
+        elif old_positions[key] != position:
+            session.execute(
+                sa.update(SCOPES)
+                .where(SCOPES.c.lesson_id == entity_id, SCOPES.c.scope_key == key)
+                .values(position=position)
+            )
+    if added:
+        session.execute(sa.insert(SCOPES), added)
+
+
+@contextmanager
+def _acting(session: Session, actor: str) -> Iterator[None]:
+    """Name ``actor`` to the audit triggers for the writes inside the block.
+
+    PostgreSQL: the transaction-local setting ``contextstore.actor``, emptied when the block
+    ends (a caller's transaction may go on with writes of its own, which are not ours).
+    SQLite: the one row of ``lesson_audit_actor``, removed again before the block ends; on a
+    failure the rollback of the transaction (or savepoint) removes it.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(
+            sa.text("SELECT set_config('contextstore.actor', :actor, true)"), {"actor": actor}
+        )
+        yield
+        session.execute(sa.text("SELECT set_config('contextstore.actor', '', true)"))
+        return
+    session.execute(
+        sa.text(f"INSERT OR REPLACE INTO {SQLITE_ACTOR_TABLE} (id, actor) VALUES (1, :actor)"),
+        {"actor": actor},
+    )
+    yield
+    session.execute(sa.text(f"DELETE FROM {SQLITE_ACTOR_TABLE}"))

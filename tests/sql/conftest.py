@@ -18,6 +18,12 @@ from contextstore.sql.database import create_database_engine, migrate
 from contextstore.sql.repository import LessonRepository
 
 DIALECTS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+# For a test of one dialect's own feature (SQLite's REPLACE, PostgreSQL's TRUNCATE): it runs
+# on that dialect only, rather than being skipped on the other.
+SQLITE_ONLY = pytest.mark.parametrize("empty_database_url", ["sqlite"], indirect=True)
+POSTGRES_ONLY = pytest.mark.parametrize(
+    "empty_database_url", [pytest.param("postgresql", marks=pytest.mark.postgres)], indirect=True
+)
 
 
 @pytest.fixture(params=DIALECTS)

@@ -86,7 +86,6 @@ def lesson_sets(draw: st.DrawFn) -> list[LessonRecord]:
 
 def wipe(engine: sa.Engine) -> None:
     with engine.begin() as connection:
-        connection.execute(sa.text("UPDATE lessons SET status = 'retired', superseded_by = NULL"))
         connection.execute(sa.text("DELETE FROM lessons"))
 
 

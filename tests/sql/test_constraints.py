@@ -60,7 +60,7 @@ def test_a_lesson_inserted_in_plain_sql_reads_back_through_the_library(lesson: s
     assert record.updated_at == record.created_at
     assert (record.summary, record.detail, record.evidence) == ("", "", {})
     assert record.applies_to == ("tag:ops",)
-    assert [e.event for e in LessonRepository(lesson).history()] == ["insert"]
+    assert [e.event for e in LessonRepository(lesson).history()] == ["insert", "scope"]
 
 
 def test_update_of_created_at_is_refused(lesson: sa.Engine) -> None:
@@ -153,7 +153,10 @@ def test_insert_status_change_and_delete_leave_audit_rows(lesson: sa.Engine) -> 
         connection.execute(sa.text("DELETE FROM lessons"))
         assert events(connection) == [
             ("fleet.ops.1", "insert", None, "active"),
+            ("fleet.ops.1", "scope", None, None),
             ("fleet.ops.1", "status", "active", "retired"),
+            ("fleet.ops.1", "update", None, None),
+            ("fleet.ops.1", "scope", None, None),
             ("fleet.ops.1", "delete", "retired", None),
         ]
         stamps = connection.execute(sa.text("SELECT occurred_at FROM lesson_events")).all()
@@ -163,7 +166,10 @@ def test_insert_status_change_and_delete_leave_audit_rows(lesson: sa.Engine) -> 
 def test_a_refused_statement_leaves_no_audit_row(lesson: sa.Engine) -> None:
     refused(lesson, "UPDATE lessons SET status = 'bogus'")
     with lesson.connect() as connection:
-        assert events(connection) == [("fleet.ops.1", "insert", None, "active")]
+        assert events(connection) == [
+            ("fleet.ops.1", "insert", None, "active"),
+            ("fleet.ops.1", "scope", None, None),
+        ]
 
 
 def test_deleting_a_lesson_cascades_to_its_scope_keys(lesson: sa.Engine) -> None:

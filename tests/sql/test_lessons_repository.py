@@ -186,10 +186,17 @@ def test_status_changes_and_their_audit_rows(repo: LessonRepository) -> None:
     history = [(e.event, e.old_status, e.new_status) for e in repo.history("fleet.ops.db.1")]
     assert history == [
         ("insert", None, "proposed"),
+        ("scope", None, None),
+        ("scope", None, None),
         ("status", "proposed", "active"),
         ("status", "active", "retired"),
     ]
-    assert all(e.occurred_at.tzinfo is not None for e in repo.history())
+    events = repo.history()
+    assert all(e.occurred_at.tzinfo is not None for e in events)
+    assert {e.actor for e in events} == {repo.actor}
+    assert [e.changes for e in events[1:3]] == [{"added": "tag:ops"}, {"added": "id:fleet.ops"}]
+    assert events[3].changes["status"] == {"old": "proposed", "new": "active"}
+    assert set(events[3].changes) == {"status"}  # updated_at is not listed as a change
 
 
 def test_supersede_activates_a_proposed_replacement(repo: LessonRepository) -> None:
@@ -199,9 +206,12 @@ def test_supersede_activates_a_proposed_replacement(repo: LessonRepository) -> N
     assert (old.status, old.superseded_by) == ("superseded", "fleet.ops.db.2")
     assert repo.get("fleet.ops.db.1") == old
     assert repo.get("fleet.ops.db.2").status == "active"
-    # Re-activating the old lesson clears superseded_by (the database requires it).
-    back = repo.activate("fleet.ops.db.1")
-    assert (back.status, back.superseded_by) == ("active", None)
+    # Superseded is final: the old lesson cannot come back next to its replacement.
+    for change in (repo.activate, repo.retire):
+        with pytest.raises(ValidationError) as raised:
+            change("fleet.ops.db.1")
+        assert raised.value.field == "status"
+    assert repo.get("fleet.ops.db.1") == old
 
 
 @pytest.mark.parametrize("status", ["retired", "superseded"])
@@ -228,8 +238,14 @@ def test_delete_removes_lesson_and_keys_and_keeps_history(
     repo.delete("fleet.ops.db.1")
     with pytest.raises(NotFoundError):
         repo.get("fleet.ops.db.1")
-    assert counts(engine) == (0, 0, 2)
-    assert [e.event for e in repo.history("fleet.ops.db.1")] == ["insert", "delete"]
+    # insert, its two keys, then one delete: the keys leave with the lesson, unlisted.
+    assert counts(engine) == (0, 0, 4)
+    assert [e.event for e in repo.history("fleet.ops.db.1")] == [
+        "insert",
+        "scope",
+        "scope",
+        "delete",
+    ]
 
 
 def test_delete_refuses_a_lesson_others_are_superseded_by(
@@ -315,7 +331,6 @@ def test_export_wipe_import_reproduces_match_output(
     records = repo.export_records()
 
     with engine.begin() as connection:
-        connection.execute(sa.text("UPDATE lessons SET status = 'retired', superseded_by = NULL"))
         connection.execute(sa.text("DELETE FROM lessons"))
     assert repo.list() == []
 

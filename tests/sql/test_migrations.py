@@ -25,7 +25,7 @@ from contextstore.sql.database import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0004_knowledge"
+HEAD = "0003_audit"
 TABLES = {
     "lessons",
     "lesson_scopes",
@@ -107,6 +107,9 @@ def test_upgrade_downgrade_to_base_and_upgrade_again(empty_database_url: str) ->
             "contextstore_documents_immutable",
             "contextstore_documents_stats",
             "contextstore_chunks_stats",
+            "contextstore_lessons_lifecycle",
+            "contextstore_lesson_scopes_audit",
+            "contextstore_refuse",
         }
 
     downgrade(url, "base")
@@ -178,6 +181,63 @@ def test_upgrading_a_database_that_holds_lessons_keeps_every_one(
         with engine.connect() as connection:
             assert len(connection.execute(select).all()) == 2
         assert schema_objects(url)["triggers"] == set()
+    finally:
+        engine.dispose()
+
+
+def test_upgrading_a_0002_database_keeps_every_lesson_and_every_event(
+    empty_database_url: str,
+) -> None:
+    url = empty_database_url
+    migrate(url, "0002")
+    engine = create_database_engine(url)
+    lessons = sa.text("SELECT * FROM lessons ORDER BY entity_id")
+    scopes = sa.text("SELECT * FROM lesson_scopes ORDER BY lesson_id, scope_key")
+    events = sa.text(
+        "SELECT id, lesson_id, event, old_status, new_status, occurred_at "
+        "FROM lesson_events ORDER BY id"
+    )
+    try:
+        with engine.begin() as connection:
+            for entity_id, status, severity, created, form in LESSON_ROWS:
+                connection.execute(
+                    sa.text(
+                        "INSERT INTO lessons (entity_id, status, severity, created_at, "
+                        "updated_at, injection_form, evidence) "
+                        "VALUES (:e, :s, :v, :c, :c, :f, '{\"runs\": 2}')"
+                    ),
+                    {"e": entity_id, "s": status, "v": severity, "c": created, "f": form},
+                )
+            connection.execute(
+                sa.text(
+                    "INSERT INTO lesson_scopes (lesson_id, scope_key, position) "
+                    "VALUES ('fleet.ops.1', 'tag:ops', 0), ('fleet.ops.2', 'id:fleet', 0)"
+                )
+            )
+            # Under 0002 a superseded lesson could come back; its history says so.
+            connection.execute(sa.text("UPDATE lessons SET status = 'retired'"))
+            connection.execute(sa.text("UPDATE lessons SET status = 'active'"))
+            connection.execute(sa.text("DELETE FROM lessons WHERE entity_id = 'fleet.ops.2'"))
+            before = [connection.execute(q).all() for q in (lessons, scopes, events)]
+        assert len(before[2]) == 7
+
+        migrate(url)
+        with engine.connect() as connection:
+            assert [connection.execute(q).all() for q in (lessons, scopes, events)] == before
+            actors = connection.execute(sa.text("SELECT actor FROM lesson_events")).scalars()
+            assert set(actors) == {None}  # nobody was recorded before 0003
+        # The new audit continues the old one.
+        with engine.begin() as connection:
+            connection.execute(sa.text("UPDATE lessons SET summary = 'after'"))
+            last = connection.execute(
+                sa.text("SELECT id, event FROM lesson_events ORDER BY id DESC")
+            ).first()
+        assert last is not None and tuple(last) == (before[2][-1][0] + 1, "update")
+
+        downgrade(url, "0002")  # and back: lessons and events stay, new columns go
+        with engine.connect() as connection:
+            assert len(connection.execute(lessons).all()) == 1
+            assert connection.execute(events).all()[:7] == before[2]
     finally:
         engine.dispose()
 
@@ -327,3 +387,43 @@ def test_sqlite_runs_in_wal_mode_with_a_busy_timeout_and_foreign_keys(tmp_path: 
         assert pragma("PRAGMA busy_timeout").scalar() == 30_000
         assert pragma("PRAGMA foreign_keys").scalar() == 1
     engine.dispose()
+
+
+def test_switching_to_wal_waits_out_a_lock_sqlite_refuses_to_wait_for(tmp_path: Path) -> None:
+    """The race behind a once-flaky concurrent migrate, made deterministic.
+
+    SQLite fails a journal-mode switch at once, without calling the busy handler, when
+    waiting could deadlock; ``busy_timeout = 0`` gives the same immediate failure here, while
+    another connection holds the file's lock for a fixed 0.3 s.
+    """
+    import sqlite3
+    import threading
+    import time
+
+    from contextstore.sql.database import _switch_to_wal
+
+    path = tmp_path / "race.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    released = threading.Event()
+
+    def release() -> None:
+        time.sleep(0.3)
+        holder.execute("COMMIT")
+        released.set()
+
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("PRAGMA busy_timeout = 0")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        other.execute("PRAGMA journal_mode = WAL")  # what the engine did before: fail
+    thread = threading.Thread(target=release)
+    thread.start()
+    started = time.monotonic()
+    _switch_to_wal(other.cursor())
+    waited = time.monotonic() - started
+    thread.join()
+    assert released.is_set() and waited >= 0.25
+    assert other.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    other.close()
+    holder.close()
