@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from contextstore.cli.common import cli_errors, console
-from contextstore.cli.options import DatabaseUrl
+from contextstore.cli.common import EXIT_FAILURE, cli_errors, console, print_json, table
+from contextstore.cli.options import DatabaseUrl, Json, open_store
 from contextstore.config import ContextEngineConfig
 from contextstore.sql.database import current_revision, downgrade, head_revision, migrate
 
@@ -55,3 +55,20 @@ def current(database_url: DatabaseUrl = None) -> None:
     with cli_errors():
         revision = current_revision(_url(database_url)) or "base"
         console.print(f"{revision} (head is {head_revision()})")
+
+
+@app.command("check")
+def check(database_url: DatabaseUrl = None, as_json: Json = False) -> None:
+    """List lesson rows readers skip (e.g. a timestamp typed by hand); exit 1 when any."""
+    with cli_errors(), open_store(database_url, None, None) as store:
+        found = store.lessons.check()
+    if as_json:
+        print_json([vars(row) for row in found])
+    elif found:
+        rows = [[row.entity_id, row.column, row.value, row.reason] for row in found]
+        title = f"{len(found)} unreadable lesson row(s): fix them in SQL"
+        console.print(table(title, ["entity_id", "column", "value", "reason"], rows))
+    else:
+        console.print("every lesson row reads")
+    if found:
+        raise typer.Exit(EXIT_FAILURE)

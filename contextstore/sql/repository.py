@@ -20,6 +20,7 @@ checked here first for a clear message and enforced by the database for everyone
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -29,7 +30,7 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
-from contextstore.errors import NotFoundError, ValidationError
+from contextstore.errors import BackendUnavailableError, NotFoundError, ValidationError
 from contextstore.lessons import (
     SEVERITIES,
     STATUSES,
@@ -47,6 +48,15 @@ from contextstore.lessons import (
 from contextstore.matching import Lesson, Scope, lookup_keys
 from contextstore.sql.database import autocommit, read_only, translate_errors
 from contextstore.sql.models import SQLITE_ACTOR_TABLE, LessonEventRow, LessonRow, LessonScopeRow
+from contextstore.sql.unreadable import (
+    SKIP_WARNINGS,
+    UnreadableLesson,
+    UnreadableRowError,
+    raw_text,
+    read_evidence,
+    read_timestamp,
+    safe_timestamp,
+)
 
 Clock = Callable[[], datetime]
 # Aliases, because inside LessonRepository the name ``list`` is the method.
@@ -59,6 +69,16 @@ EVENTS: Final = cast(sa.Table, LessonEventRow.__table__)
 
 # Scope keys are fetched for this many lessons per query (bind-parameter limits).
 _CHUNK = 500
+# A large SQLite import writes in transactions sized to hold the write lock about
+# IMPORT_TARGET_S each (starting at IMPORT_CHUNK records, then resized from the time the last
+# one took), pausing in between for longer than SQLite's busy handler sleeps (100 ms at
+# most), so a waiting writer always gets the lock within about one chunk's time.
+IMPORT_CHUNK: Final = 200
+IMPORT_CHUNK_LIMITS: Final = (20, 2000)
+IMPORT_TARGET_S: Final = 0.1
+IMPORT_PAUSE_S: Final = 0.12
+# Whole-import attempts on PostgreSQL when a concurrent writer conflicts.
+IMPORT_ATTEMPTS: Final = 8
 
 
 class _Unset:
@@ -107,6 +127,7 @@ class ImportSummary:
 
 
 Events = list[LessonEvent]
+Unreadables = list[UnreadableLesson]
 
 
 class LessonRepository:
@@ -209,7 +230,7 @@ class LessonRepository:
                 )
             )
         with self._read() as session:
-            return _load(session, query)
+            return _load(session, query, skip=True)
 
     def export_records(self) -> Records:
         """Every lesson, ordered by entity_id."""
@@ -226,6 +247,12 @@ class LessonRepository:
             query = query.where(EVENTS.c.lesson_id == entity_id)
         with self._read() as session:
             return [LessonEvent(**row._mapping) for row in session.execute(query)]
+
+    def check(self) -> Unreadables:
+        """Lesson rows readers skip (a malformed timestamp or evidence typed in SQL), each with
+        the column at fault, the stored value and the reason; ``[]`` when every row reads."""
+        with self._read() as session:
+            return _check_rows(session)
 
     def events_count(self, event: str | None = None) -> int:
         """How many audit rows there are (of one ``event`` kind when given)."""
@@ -385,14 +412,28 @@ class LessonRepository:
         return self.import_records(list(read_jsonl(lines)))
 
     def import_records(self, records: Iterable[LessonRecord]) -> ImportSummary:
-        """Insert or update lessons so they equal ``records``, in one transaction.
+        """Insert or update lessons so they equal ``records``.
 
         Round-trips ``export_records`` exactly, timestamps included. A record identical to the
         stored lesson changes nothing (no write, no audit row, same ``updated_at``). A
         different ``created_at`` for an existing lesson is refused (it is immutable); a
         missing one keeps the stored value. The same entity_id twice in one import is
-        refused, and so is a status change the lifecycle does not allow (``status``). Any
-        refusal leaves the database untouched.
+        refused, and so is a status change the lifecycle does not allow (``status``).
+
+        Every record is validated, and checked against the stored lessons, before anything is
+        written: a refusal leaves the database untouched. Then:
+
+        - PostgreSQL (and inside ``using(session)``): one transaction, all or nothing. A
+          conflict with a concurrent writer (a unique key, a serialization failure, a
+          deadlock) retries the whole import, up to ``IMPORT_ATTEMPTS`` times, so concurrent
+          imports of overlapping files all succeed and end as one import would.
+        - SQLite, more than ``IMPORT_CHUNK`` records: short transactions (each sized to take
+          about ``IMPORT_TARGET_S``) with a pause of ``IMPORT_PAUSE_S`` between them, so a long
+          import never holds SQLite's single write lock for long and every agent's ``run()``
+          gets its turn.
+          If a write still fails midway (a concurrent writer changed a lesson in between),
+          the chunks before it stay committed and the rest is not written; re-running the
+          same import finishes it (what is already there is left unchanged).
         """
         batch = [validate_record(record) for record in records]
         seen: set[str] = set()
@@ -403,31 +444,56 @@ class LessonRepository:
                 )
             seen.add(record.entity_id)
         now = self._clock()
-        added = updated = unchanged = 0
+        ordered = _referents_first(batch)
+        chunked = (
+            self._session is None
+            and self._engine.dialect.name == "sqlite"
+            and len(ordered) > IMPORT_CHUNK
+        )
+        if not chunked:
+            return self._retrying(lambda: self._import_chunk(ordered, now))
+        with self._read() as session:
+            _plan_import(session, ordered, now, known=seen)  # refusals before any write
+        total = ImportSummary()
+        start, size = 0, IMPORT_CHUNK
+        while start < len(ordered):
+            if start:
+                time.sleep(IMPORT_PAUSE_S)
+            chunk = ordered[start : start + size]
+            began = time.monotonic()
+            done = self._import_chunk(chunk, now)
+            elapsed = max(time.monotonic() - began, 0.001)
+            start += len(chunk)
+            low, high = IMPORT_CHUNK_LIMITS
+            size = max(low, min(high, int(len(chunk) * IMPORT_TARGET_S / elapsed)))
+            total = ImportSummary(
+                added=total.added + done.added,
+                updated=total.updated + done.updated,
+                unchanged=total.unchanged + done.unchanged,
+            )
+        return total
+
+    def _import_chunk(self, chunk: Records, now: datetime) -> ImportSummary:
         with self._write() as session:
-            stored = {r.entity_id: r for r in _fetch(session, [r.entity_id for r in batch])}
-            inserts: Records = []
-            updates: list[tuple[LessonRecord, LessonRecord]] = []
-            for record in batch:
-                current = stored.get(record.entity_id)
-                if current is None:
-                    inserts.append(_stamped(record, now))
-                    continue
-                wanted = _merged(current, record, now)
-                check_transition(record.entity_id, current.status, wanted.status)
-                if wanted == current:
-                    unchanged += 1
-                else:
-                    updates.append((current, wanted))
-            for record in _referents_first(inserts):
-                _check_reference(session, record)
-                _insert(session, record)
-                added += 1
+            inserts, updates, unchanged = _plan_import(session, chunk, now)
+            _insert_many(session, inserts)
             for current, wanted in updates:
-                _check_reference(session, wanted)
                 _update(session, current, wanted)
-                updated += 1
-        return ImportSummary(added=added, updated=updated, unchanged=unchanged)
+        return ImportSummary(added=len(inserts), updated=len(updates), unchanged=unchanged)
+
+    def _retrying(self, attempt: Callable[[], ImportSummary]) -> ImportSummary:
+        """``attempt()``, again after a conflict with a concurrent writer (own transaction
+        only: inside a caller's session the caller decides)."""
+        for number in range(1, IMPORT_ATTEMPTS + 1):
+            try:
+                return attempt()
+            except (ValidationError, BackendUnavailableError) as error:
+                if self._session is not None or number == IMPORT_ATTEMPTS:
+                    raise
+                if not _is_conflict(error):
+                    raise
+                time.sleep(0.02 * number)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _set_status(self, entity_id: str, status: str) -> LessonRecord:
         with self._write() as session:
@@ -462,6 +528,50 @@ def _merged(current: LessonRecord, record: LessonRecord, now: datetime) -> Lesso
     if wanted == current:
         return current
     return replace(wanted, updated_at=record.updated_at or now)
+
+
+def _plan_import(
+    session: Session, batch: Records, now: datetime, known: set[str] | None = None
+) -> tuple[Records, list[tuple[LessonRecord, LessonRecord]], int]:
+    """What importing ``batch`` (referents first) writes: inserts, updates, unchanged count.
+
+    Raises ``ValidationError`` for anything the import must refuse: a changed ``created_at``,
+    a lifecycle violation, a ``superseded_by`` naming a lesson that is neither stored nor in
+    ``known`` (ids arriving in the same import; ``None``: only earlier records of ``batch``).
+    """
+    stored = {r.entity_id: r for r in _fetch(session, [r.entity_id for r in batch])}
+    referents = {r.superseded_by for r in batch if r.superseded_by is not None}
+    present = {r.entity_id for r in _fetch(session, sorted(referents - set(stored)))}
+    present |= set(stored) | (known or set())
+    inserts: Records = []
+    updates: list[tuple[LessonRecord, LessonRecord]] = []
+    unchanged = 0
+    for record in batch:
+        if record.superseded_by is not None and record.superseded_by not in present:
+            raise ValidationError("superseded_by", f"no lesson {record.superseded_by!r}")
+        present.add(record.entity_id)
+        current = stored.get(record.entity_id)
+        if current is None:
+            inserts.append(_stamped(record, now))
+            continue
+        wanted = _merged(current, record, now)
+        check_transition(record.entity_id, current.status, wanted.status)
+        if wanted == current:
+            unchanged += 1
+        else:
+            updates.append((current, wanted))
+    return inserts, updates, unchanged
+
+
+# SQLSTATEs of a conflict with a concurrent transaction: unique violation, serialization
+# failure, deadlock. Retrying sees the other transaction's committed rows.
+_CONFLICTS: Final = ("23505", "40001", "40P01")
+
+
+def _is_conflict(error: BaseException) -> bool:
+    cause = error.__cause__
+    orig = getattr(cause, "orig", None)
+    return getattr(orig, "sqlstate", None) in _CONFLICTS
 
 
 def _referents_first(records: Records) -> Records:
@@ -523,9 +633,53 @@ def _by_code_point(session: Session) -> sa.ColumnElement[str]:
     return LESSONS.c.entity_id  # SQLite's BINARY collation already compares code points
 
 
-def _load(session: Session, query: sa.Select[Any]) -> Records:
+def _lesson_columns(dialect: str) -> list[sa.ColumnElement[Any]]:
+    """The ``lessons`` columns, timestamps and evidence in a form the driver cannot fail on."""
+    c = LESSONS.c
+    evidence = c.evidence if dialect == "postgresql" else sa.type_coerce(c.evidence, sa.String())
+    return [
+        c.entity_id,
+        c.status,
+        c.severity,
+        c.injection_form,
+        c.summary,
+        c.detail,
+        c.superseded_by,
+        safe_timestamp(c.created_at, dialect).label("created_at"),
+        safe_timestamp(c.updated_at, dialect).label("updated_at"),
+        raw_text(c.created_at).label("created_at_raw"),
+        raw_text(c.updated_at).label("updated_at_raw"),
+        evidence.label("evidence"),
+    ]
+
+
+def _decode(row: sa.Row[Any], dialect: str, keys: tuple[str, ...]) -> LessonRecord:
+    """One row as a record; ``UnreadableRowError`` when a column cannot be read."""
+    return LessonRecord(
+        entity_id=row.entity_id,
+        status=row.status,
+        severity=row.severity,
+        injection_form=row.injection_form,
+        applies_to=keys,
+        summary=row.summary,
+        detail=row.detail,
+        created_at=read_timestamp("created_at", row.created_at, row.created_at_raw),
+        updated_at=read_timestamp("updated_at", row.updated_at, row.updated_at_raw),
+        superseded_by=row.superseded_by,
+        evidence=read_evidence(row.evidence, dialect),
+    )
+
+
+def _load(session: Session, query: sa.Select[Any], *, skip: bool = False) -> Records:
     """Records for the ``lessons`` rows ``query`` selects, ordered by entity_id (code point),
-    each with its scope keys in their stored order."""
+    each with its scope keys in their stored order.
+
+    A row that cannot be read is skipped with a rate-limited WARNING when ``skip`` is set
+    (listing, exporting); otherwise it raises ``ValidationError`` naming the column (a lesson
+    asked for by id, or about to be written).
+    """
+    dialect = session.get_bind().dialect.name
+    query = query.with_only_columns(*_lesson_columns(dialect))
     rows = session.execute(query.order_by(_by_code_point(session))).all()
     keys: dict[str, list[str]] = {row.entity_id: [] for row in rows}
     ids = list(keys)
@@ -537,22 +691,33 @@ def _load(session: Session, query: sa.Select[Any]) -> Records:
         )
         for lesson_id, scope_key in scope_rows:
             keys[lesson_id].append(scope_key)
-    return [
-        LessonRecord(
-            entity_id=row.entity_id,
-            status=row.status,
-            severity=row.severity,
-            injection_form=row.injection_form,
-            applies_to=tuple(keys[row.entity_id]),
-            summary=row.summary,
-            detail=row.detail,
-            created_at=row.created_at,
-            updated_at=row.updated_at,
-            superseded_by=row.superseded_by,
-            evidence=row.evidence,
-        )
-        for row in rows
-    ]
+    records: Records = []
+    for row in rows:
+        try:
+            records.append(_decode(row, dialect, tuple(keys[row.entity_id])))
+        except UnreadableRowError as error:
+            if not skip:
+                raise ValidationError(
+                    error.column,
+                    f"lesson {row.entity_id!r} is stored with an unreadable {error}; "
+                    "fix the row in SQL (contextstore db check lists such rows)",
+                ) from error
+            SKIP_WARNINGS.skipped(row.entity_id, error)
+    return records
+
+
+def _check_rows(session: Session) -> list[UnreadableLesson]:
+    """Every lesson row a reader would skip, ordered by entity_id."""
+    dialect = session.get_bind().dialect.name
+    query = sa.select(*_lesson_columns(dialect)).order_by(_by_code_point(session))
+    found: list[UnreadableLesson] = []
+    for row in session.execute(query):
+        try:
+            _decode(row, dialect, ())
+        except UnreadableRowError as error:
+            value = error.value if isinstance(error.value, str) else json.dumps(error.value)
+            found.append(UnreadableLesson(row.entity_id, error.column, value, error.reason))
+    return found
 
 
 # The candidate lookup: matching keys → active lessons, one statement on each dialect. Both
@@ -571,7 +736,9 @@ _CANDIDATES: Final = {
     "postgresql": sa.text(
         "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key "
         "FROM lesson_scopes k CROSS JOIN LATERAL ("
-        "SELECT entity_id, severity, created_at, injection_form FROM lessons "
+        "SELECT entity_id, severity, injection_form, CASE WHEN isfinite(created_at) "
+        "AND created_at >= '0001-01-02 00:00:00+00' AND created_at < '9999-12-30 00:00:00+00' "
+        "THEN created_at END AS created_at FROM lessons "
         "WHERE entity_id = k.lesson_id AND status = 'active' OFFSET 0) l "
         "WHERE k.scope_key = ANY(CAST(:keys AS text[]))"
     ),
@@ -606,12 +773,17 @@ def _candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
     lessons: Lessons = []
     for entity_id in sorted(found):
         _, severity, created_at, injection_form, _ = found[entity_id]
+        try:
+            created = _rfc3339(created_at)
+        except UnreadableRowError as error:
+            SKIP_WARNINGS.skipped(entity_id, error)
+            continue
         lessons.append(
             Lesson(
                 entity_id=entity_id,
                 status="active",  # the statement selects active lessons only
                 severity=severity,
-                created_at=_rfc3339(created_at),
+                created_at=created,
                 applies_to=tuple(sorted(matched[entity_id])),
                 injection_form=injection_form,
             )
@@ -619,7 +791,7 @@ def _candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
     return lessons
 
 
-def _rfc3339(value: datetime | str) -> str:
+def _rfc3339(value: datetime | str | None) -> str:
     """A raw ``created_at`` rendered as ``LessonRecord.to_lesson()`` renders it.
 
     PostgreSQL hands back an aware ``datetime``. SQLite hands back the stored text, naive UTC,
@@ -629,10 +801,15 @@ def _rfc3339(value: datetime | str) -> str:
     """
     if isinstance(value, datetime):
         return format_timestamp(value)
-    if len(value) == 26 and value[10] == " " and value[19] == "." and value[20:].isdigit():
+    if (
+        isinstance(value, str)
+        and len(value) == 26
+        and value[10] == " "
+        and value[19] == "."
+        and value[20:].isdigit()
+    ):
         return f"{value[:10]}T{value[11:]}+00:00"
-    moment = datetime.fromisoformat(value)
-    return format_timestamp(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    return format_timestamp(read_timestamp("created_at", value, value))
 
 
 def _columns(record: LessonRecord) -> dict[str, Any]:
@@ -655,6 +832,26 @@ def _insert(session: Session, record: LessonRecord) -> None:
         )
     )
     _insert_keys(session, record)
+
+
+def _insert_many(session: Session, records: Records) -> None:
+    """Insert ``records`` (referents first) with two executemany statements, not 2 per lesson."""
+    if not records:
+        return
+    session.execute(
+        sa.insert(LESSONS),
+        [
+            {"entity_id": record.entity_id, "created_at": record.created_at, **_columns(record)}
+            for record in records
+        ],
+    )
+    keys = [
+        {"lesson_id": record.entity_id, "scope_key": key, "position": position}
+        for record in records
+        for position, key in enumerate(record.applies_to)
+    ]
+    if keys:
+        session.execute(sa.insert(SCOPES), keys)
 
 
 def _insert_keys(session: Session, record: LessonRecord) -> None:
