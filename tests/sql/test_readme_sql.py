@@ -30,16 +30,25 @@ def readme_statements() -> list[tuple[str, str]]:
 
 def test_the_example_is_the_one_described() -> None:
     statements = readme_statements()
-    assert [comment for _, comment in statements] == ["", "", "audited", "refused"]
+    comments = [comment for _, comment in statements]
+    assert comments == ["", "", "audited", "refused", "refused", "refused"]
     assert not any("now()" in statement.lower() for statement, _ in statements)
 
 
+# Why each refused statement is refused, in the order the README lists them.
+REFUSALS = [r"created_at (is|are) immutable", r"lesson lifecycle", r"append-only"]
+
+
 def run_example(execute: Callable[[str], Any]) -> None:
-    *allowed, (refused, _) = readme_statements()
-    for statement, _ in allowed:
-        execute(statement)
-    with pytest.raises(Exception, match=r"created_at (is|are) immutable"):
-        execute(refused)
+    statements = readme_statements()
+    refused = [statement for statement, comment in statements if comment == "refused"]
+    for statement, comment in statements:
+        if comment != "refused":
+            execute(statement)
+    assert len(refused) == len(REFUSALS)
+    for statement, reason in zip(refused, REFUSALS, strict=True):
+        with pytest.raises(Exception, match=reason):
+            execute(statement)
 
 
 def test_the_example_runs_as_written(database_url: str) -> None:
@@ -69,4 +78,8 @@ def test_the_example_runs_as_written(database_url: str) -> None:
                 ]
         finally:
             engine.dispose()
-    assert events == [("insert", None, "active"), ("status", "active", "retired")]
+    assert events == [
+        ("insert", None, "active"),
+        ("scope", None, None),
+        ("status", "active", "retired"),
+    ]
