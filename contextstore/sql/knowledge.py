@@ -202,6 +202,7 @@ class KnowledgeBase:
 
     def get(self, source: str) -> Document:
         """The document ``source`` with its passages in order; ``NotFoundError`` if none."""
+        _check_source(source)
         statement = (
             sa.select(*_DOCUMENT_COLUMNS, CHUNKS.c.text)
             .select_from(DOCUMENTS.outerjoin(CHUNKS, CHUNKS.c.document_id == DOCUMENTS.c.id))
@@ -222,10 +223,14 @@ class KnowledgeBase:
         ``prefix`` keeps sources starting with it (case-sensitively); ``limit`` of ``None``
         means all. A negative ``limit`` or ``offset`` is refused.
         """
-        if limit is not None and (isinstance(limit, bool) or limit < 0):
-            raise ValidationError("limit", f"must be zero or more, not {limit}")
-        if isinstance(offset, bool) or offset < 0:
-            raise ValidationError("offset", f"must be zero or more, not {offset}")
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise ValidationError("limit", f"must be an integer, zero or more, not {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValidationError("offset", f"must be an integer, zero or more, not {offset!r}")
+        if prefix is not None and not isinstance(prefix, str):
+            raise ValidationError("prefix", f"must be a string, got {type(prefix).__name__}")
         counts = (
             sa.select(CHUNKS.c.document_id, sa.func.count().label("n"))
             .where(CHUNKS.c.namespace == self.namespace)
@@ -286,6 +291,7 @@ class KnowledgeBase:
 
     def delete(self, source: str) -> None:
         """Delete the document ``source`` and its passages; ``NotFoundError`` if none."""
+        _check_source(source)
 
         def work(connection: sa.Connection) -> int:
             self._lock(connection)
@@ -305,6 +311,8 @@ class KnowledgeBase:
         Runs in batches of ``batch_size`` chunks, one transaction each, so a long run can be
         interrupted and resumed. Without an ``embed_fn`` there is nothing to do (``0``).
         """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValidationError("batch_size", f"must be an integer >= 1, got {batch_size!r}")
         if self.embed_fn is None or self.embedder is None:
             return 0
         done = 0
@@ -510,6 +518,11 @@ _DOCUMENT_COLUMNS: Final = (
     DOCUMENTS.c.created_at,
     DOCUMENTS.c.updated_at,
 )
+
+
+def _check_source(source: object) -> None:
+    if not isinstance(source, str):
+        raise ValidationError("source", f"must be a string, got {type(source).__name__}")
 
 
 def _all_rows(statement: sa.Select[Any], connection: sa.Connection) -> list[Any]:

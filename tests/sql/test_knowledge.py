@@ -604,3 +604,20 @@ def test_a_plan_run_on_any_connection_finishes_as_search(engine: sa.Engine) -> N
     assert finished == base.search("refund policy for annual plans", 4, {"team": "support"})
     assert [c.metadata["team"] for c in finished] == ["support"] * len(finished) and finished
     assert base.plan("", 4).statements == ()
+
+
+def test_bad_arguments_to_reads_and_deletes_are_refused(engine: sa.Engine) -> None:
+    base = kb(engine)
+    base.add("text", "doc")
+    for call, field in (
+        (lambda: base.get(7), "source"),  # type: ignore[arg-type]
+        (lambda: base.delete(None), "source"),  # type: ignore[arg-type]
+        (lambda: base.list(prefix=3), "prefix"),  # type: ignore[arg-type]
+        (lambda: base.list(limit="2"), "limit"),  # type: ignore[arg-type]
+        (lambda: base.list(offset=-1), "offset"),
+        (lambda: base.reembed(batch_size=0), "batch_size"),
+    ):
+        with pytest.raises(ValidationError) as refused:
+            call()
+        assert refused.value.field == field
+    assert [d.source for d in base.list()] == ["doc"]
