@@ -97,6 +97,10 @@ class Services:
 
     # -- SQL ------------------------------------------------------------------------------
 
+    def scratch_file(self, name: str) -> Path:
+        """A path in the run's scratch directory (removed at the end)."""
+        return self._scratch / name
+
     def database_url(self, dialect: str, name: str) -> str:
         """A fresh, migrated database of ``dialect`` (``sqlite``/``postgresql``) as a URL."""
         if dialect == "sqlite":

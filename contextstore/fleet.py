@@ -26,7 +26,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from contextstore.errors import ConfigurationError
+from contextstore.errors import ConfigurationError, ValidationError
 from contextstore.matching import Scope
 
 __all__ = [
@@ -139,6 +139,11 @@ def shareable_database_url(database_url: str) -> str:
 ProgressCallback = Callable[[int, WorkerOutcome], None]
 
 
+# Each worker is a whole Python process with its own connections; beyond this a demo fleet
+# only exhausts the machine (and PostgreSQL's default 100 connections).
+MAX_WORKERS = 64
+
+
 def run_fleet(
     spec: FleetSpec, workers: int, on_progress: ProgressCallback | None = None
 ) -> FleetOutcome:
@@ -146,8 +151,11 @@ def run_fleet(
 
     ``on_progress(index, outcome)`` is called in this process whenever worker ``index``
     reports. Never raises for a worker's failure: it is recorded in its ``WorkerOutcome``.
-    The caller has already migrated the database and seeded the lessons.
+    The caller has already migrated the database and seeded the lessons. ``workers`` must be
+    1–``MAX_WORKERS`` (``ValidationError("workers")``), checked before any process starts.
     """
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise ValidationError("workers", f"must be 1–{MAX_WORKERS}, got {workers!r}")
     context = multiprocessing.get_context("spawn")
     messages: Any = context.Queue()
     go = context.Event()

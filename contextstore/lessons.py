@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from contextstore.errors import ValidationError
 from contextstore.matching import Lesson, Scope, lookup_keys
@@ -93,6 +93,38 @@ def validate_entity_id(value: object, field_name: str = "entity_id") -> str:
     return value
 
 
+# Bounds on an agent's scope, so no input makes the candidate lookup grow faster than
+# linearly: every entity id yields one key per segment, every tag one key.
+MAX_SCOPE_ENTITY_IDS = 64
+MAX_SCOPE_TAGS = 64
+MAX_SCOPE_VALUE_LENGTH = 255
+
+
+def validate_scope(scope: Scope) -> Scope:
+    """Refuse a scope beyond the documented bounds (``ValidationError("scope.entity_ids")``
+    / ``("scope.tags")``): at most 64 entity ids and 64 tags, each a string of at most 255
+    characters without NUL or lone surrogates. An empty scope is valid (it matches nothing).
+    """
+    for name, values, limit in (
+        ("scope.entity_ids", scope.entity_ids, MAX_SCOPE_ENTITY_IDS),
+        ("scope.tags", scope.tags, MAX_SCOPE_TAGS),
+    ):
+        if isinstance(values, str) or not isinstance(values, tuple | list):
+            raise ValidationError(name, "must be a tuple of strings")
+        if len(values) > limit:
+            raise ValidationError(name, f"holds {len(values)} values; the limit is {limit}")
+        for value in values:
+            if not isinstance(value, str):
+                raise ValidationError(name, f"must hold strings, got {type(value).__name__}")
+            if len(value) > MAX_SCOPE_VALUE_LENGTH:
+                raise ValidationError(
+                    name,
+                    f"a value is {len(value)} characters; the limit is {MAX_SCOPE_VALUE_LENGTH}",
+                )
+            validate_text(value, name)
+    return scope
+
+
 def check_transition(entity_id: str, old: str, new: str) -> None:
     """Refuse (``ValidationError("status")``) a status change the lifecycle does not allow.
 
@@ -137,6 +169,21 @@ def validate_scope_key(value: object) -> str:
     return value
 
 
+def validate_text(value: str, field_name: str) -> str:
+    """Refuse text no database stores faithfully: a NUL (PostgreSQL cannot hold one) or a
+    lone surrogate (not valid Unicode, so not UTF-8: e.g. invalid bytes in a command-line
+    argument)."""
+    if "\x00" in value:
+        raise ValidationError(field_name, "contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValidationError(
+            field_name, f"is not valid Unicode text (lone surrogate at position {error.start})"
+        ) from error
+    return value
+
+
 def validate_record(record: LessonRecord) -> LessonRecord:
     """Return ``record`` if every field is acceptable, else raise ``ValidationError(field)``."""
     validate_entity_id(record.entity_id)
@@ -156,10 +203,12 @@ def validate_record(record: LessonRecord) -> LessonRecord:
     for name in ("summary", "detail"):
         if not isinstance(getattr(record, name), str):
             raise ValidationError(name, "must be a string")
+    for name in ("entity_id", "injection_form", "summary", "detail"):
+        validate_text(getattr(record, name), name)
     if isinstance(record.applies_to, str):
         raise ValidationError("applies_to", "must be a list of scope keys, not one string")
     for key in record.applies_to:
-        validate_scope_key(key)
+        validate_text(validate_scope_key(key), "applies_to")
     if len(set(record.applies_to)) != len(record.applies_to):
         raise ValidationError("applies_to", "lists the same scope key twice")
     if record.status == "superseded":
@@ -170,15 +219,42 @@ def validate_record(record: LessonRecord) -> LessonRecord:
             raise ValidationError("superseded_by", "a lesson cannot supersede itself")
     elif record.superseded_by is not None:
         raise ValidationError("superseded_by", "is allowed only when status is 'superseded'")
+    if record.superseded_by is not None:
+        validate_text(record.superseded_by, "superseded_by")
     for name in ("created_at", "updated_at"):
         moment = getattr(record, name)
         if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
             raise ValidationError(name, "must be a timezone-aware datetime")
+        if moment is not None:
+            _check_utc_range(moment, name)
     try:
-        json.dumps(record.evidence)
+        encoded = json.dumps(record.evidence, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError("evidence", f"must be JSON-serialisable ({exc})") from exc
+    validate_text(encoded, "evidence")
+    if _holds_nul(record.evidence):  # PostgreSQL's jsonb cannot hold one
+        raise ValidationError("evidence", "contains a NUL character")
     return record
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(item) for item in value)
+    return False
+
+
+def _check_utc_range(moment: datetime, name: str) -> None:
+    """The instant must exist in UTC within years 1–9999 (year 1 at +01:00 does not)."""
+    try:
+        moment.astimezone(UTC)
+    except OverflowError as error:
+        raise ValidationError(
+            name, f"{moment.isoformat()} is outside years 1–9999 in UTC"
+        ) from error
 
 
 def parse_timestamp(value: object, field_name: str) -> datetime | None:
@@ -193,6 +269,7 @@ def parse_timestamp(value: object, field_name: str) -> datetime | None:
         raise ValidationError(field_name, f"{value!r} is not an RFC 3339 timestamp") from exc
     if moment.tzinfo is None:
         raise ValidationError(field_name, f"{value!r} has no UTC offset")
+    _check_utc_range(moment, field_name)
     return moment
 
 
@@ -241,10 +318,27 @@ def read_jsonl(lines: Iterable[str]) -> Iterator[LessonRecord]:
             raise ValidationError(f"line {number}: {exc.field}", exc.message) from exc
 
 
+# Characters Python's str.splitlines (and some editors) break lines at, which JSON leaves raw
+# with ensure_ascii=False; escaped, a line holds exactly one record whoever splits it.
+_LINE_BREAKS: Final = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_LINE_BREAK_TABLE: Final = str.maketrans(_LINE_BREAKS)
+
+
 def write_jsonl(records: Iterable[LessonRecord]) -> Iterator[str]:
-    """One line per record (sorted keys, UTF-8 kept readable), each ending in ``\\n``."""
+    """One line per record (sorted keys, UTF-8 kept readable), each ending in ``\\n``.
+
+    U+0085, U+2028 and U+2029 are written as JSON escapes, so splitting the file at any line
+    break still yields whole records (``read_jsonl`` itself expects lines split at ``\\n``).
+    """
     for record in records:
-        yield json.dumps(record.to_json(), ensure_ascii=False, sort_keys=True) + "\n"
+        line = json.dumps(record.to_json(), ensure_ascii=False, sort_keys=True)
+        yield line.translate(_LINE_BREAK_TABLE) + "\n"
+
+
+def split_jsonl(text: str) -> list[str]:
+    """``text`` split into JSON Lines at ``\\n`` only (``\\r\\n`` too), never at U+2028 and
+    the other characters ``str.splitlines`` also breaks at."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
 
 
 class LessonSource(Protocol):

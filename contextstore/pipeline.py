@@ -35,6 +35,7 @@ from contextstore.compose import Chunk, compose_context, filter_chunks, rank_chu
 from contextstore.config import ContextEngineConfig
 from contextstore.errors import ValidationError
 from contextstore.guard import ContextGuard
+from contextstore.lessons import validate_scope
 from contextstore.matching import Lesson, MatchOptions, MatchResult, Scope, match
 from contextstore.matching import render_lesson_block as render
 from contextstore.metrics import QueryMetric
@@ -275,14 +276,25 @@ class Pipeline:
         """``run_multi``'s split of ``global_budget`` over ``queries``, by complexity.
 
         Harder queries get more (weights LOW 1, MEDIUM 1.5, HIGH 2.5); every query gets at
-        least 1. ``ValidationError`` naming ``global_budget`` unless it is an integer ≥ 1.
+        least 1, so ``global_budget`` must be an integer from ``len(queries)`` to
+        ``MAX_BUDGET`` (``ValidationError("global_budget")``); every query must be a string
+        (``ValidationError("query")``). Checked before any query runs.
         """
+        if isinstance(queries, str) or not isinstance(queries, Sequence):
+            raise ValidationError("queries", "must be a list of strings")
+        for query in queries:
+            if not isinstance(query, str):
+                raise ValidationError("query", f"must be a string, got {type(query).__name__}")
         if (
             isinstance(global_budget, bool)
             or not isinstance(global_budget, int)
-            or global_budget < 1
+            or not max(1, len(queries)) <= global_budget <= MAX_BUDGET
         ):
-            raise ValidationError("global_budget", f"must be an integer ≥ 1, got {global_budget!r}")
+            raise ValidationError(
+                "global_budget",
+                f"must be an integer from the number of queries ({len(queries)}; each gets at "
+                f"least 1) to {MAX_BUDGET}, got {global_budget!r}",
+            )
         analyses = [self.analyzer.analyze(query) for query in queries]
         return ComplexityBasedAllocation().allocate(global_budget, len(queries), analyses)
 
@@ -344,6 +356,10 @@ class Pipeline:
         )
 
 
+# The largest budget a metrics row can record (a 32-bit SQL integer).
+MAX_BUDGET = 2**31 - 1
+
+
 def check_run_arguments(
     query: object, scope: object, filters: object, override_budget: object
 ) -> None:
@@ -351,14 +367,18 @@ def check_run_arguments(
         raise ValidationError("query", f"must be a string, got {type(query).__name__}")
     if scope is not None and not isinstance(scope, Scope):
         raise ValidationError("scope", f"must be a Scope, got {type(scope).__name__}")
+    if scope is not None:
+        validate_scope(scope)
     if filters is not None and not isinstance(filters, Mapping):
         raise ValidationError("filters", f"must be a mapping, got {type(filters).__name__}")
     if override_budget is not None and (
         isinstance(override_budget, bool)
         or not isinstance(override_budget, int)
-        or override_budget < 1
+        or not 1 <= override_budget <= MAX_BUDGET
     ):
-        raise ValidationError("override_budget", f"must be an integer ≥ 1, got {override_budget!r}")
+        raise ValidationError(
+            "override_budget", f"must be an integer 1–{MAX_BUDGET}, got {override_budget!r}"
+        )
 
 
 def _storable(text: str) -> str:

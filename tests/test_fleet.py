@@ -90,3 +90,16 @@ def test_run_fleet_records_a_failing_worker_instead_of_raising(tmp_path: Path) -
     assert outcome.failures[0].error
     assert "\n" not in (outcome.failures[0].error or "")
     assert outcome.runs == 0
+
+
+@pytest.mark.parametrize("workers", [0, -1, 65, 100_000, True, 2.0])
+def test_run_fleet_refuses_a_worker_count_before_starting_any(
+    tmp_path: Path, workers: object
+) -> None:
+    from contextstore.errors import ValidationError
+    from contextstore.fleet import FleetSpec, new_fleet_id
+
+    spec = FleetSpec(new_fleet_id(), f"sqlite:///{tmp_path / 'f.db'}", None, "ns", 1)
+    with pytest.raises(ValidationError) as raised:
+        run_fleet(spec, workers)  # type: ignore[arg-type]
+    assert raised.value.field == "workers"

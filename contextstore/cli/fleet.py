@@ -29,6 +29,7 @@ from contextstore.cli.options import DatabaseUrl, Json, Namespace, RedisUrl, ope
 from contextstore.config import ContextEngineConfig
 from contextstore.errors import ConfigurationError
 from contextstore.fleet import (
+    MAX_WORKERS,
     FleetOutcome,
     FleetSpec,
     WorkerOutcome,
@@ -44,7 +45,9 @@ __all__ = ["fleet"]
 
 
 def fleet(
-    workers: Annotated[int, typer.Option("--workers", help="Agent processes to start (≥ 1)")] = 4,
+    workers: Annotated[
+        int, typer.Option("--workers", help=f"Agent processes to start (1–{MAX_WORKERS})")
+    ] = 4,
     queries: Annotated[
         int, typer.Option("--queries", help="Demo queries each worker runs (≥ 1)")
     ] = 100,
@@ -55,8 +58,8 @@ def fleet(
 ) -> None:
     """Run N agent processes against the shared store and report the fleet from SQL."""
     err = console_err
-    if workers < 1:
-        fail(f"--workers must be at least 1, got {workers}", code=EXIT_USAGE)
+    if not 1 <= workers <= MAX_WORKERS:
+        fail(f"--workers must be 1–{MAX_WORKERS}, got {workers}", code=EXIT_USAGE)
     if queries < 1:
         fail(f"--queries must be at least 1, got {queries}", code=EXIT_USAGE)
     with open_store(database_url, redis_url, namespace) as store:

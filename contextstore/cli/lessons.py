@@ -18,7 +18,7 @@ import typer
 
 from contextstore.cli.common import cli_errors, console, console_err, print_json, table
 from contextstore.cli.options import DatabaseUrl, Json, open_store
-from contextstore.lessons import LessonRecord, format_timestamp, parse_timestamp
+from contextstore.lessons import LessonRecord, format_timestamp, parse_timestamp, split_jsonl
 from contextstore.sql.repository import LessonEvent, LessonRepository
 
 app = typer.Typer(
@@ -233,11 +233,8 @@ def import_lessons(
 ) -> None:
     """Import lessons from JSON Lines; all or nothing, identical records are left alone."""
     with cli_errors():
-        lines = (
-            sys.stdin.readlines()
-            if str(path) == "-"
-            else path.read_text(encoding="utf-8").splitlines()
-        )
+        text = sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
+        lines = split_jsonl(text)
     with repository(database_url, actor) as lessons:
         summary = lessons.import_jsonl(lines)
     if as_json:

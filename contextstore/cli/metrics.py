@@ -187,12 +187,16 @@ def parse_time(option: str, text: str | None, now: datetime) -> datetime | None:
         return None
     match = DURATION.match(text)
     if match:
-        return now - timedelta(seconds=int(match.group(1)) * UNITS[match.group(2).lower()])
+        try:
+            return now - timedelta(seconds=int(match.group(1)) * UNITS[match.group(2).lower()])
+        except OverflowError:
+            # Further back than year 1: every row is newer, as for the earliest instant.
+            return datetime.min.replace(tzinfo=UTC)
     try:
         moment = datetime.fromisoformat(text.strip())
-    except ValueError:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except (ValueError, OverflowError):
         fail(f"{option}: expected {TIME_HELP}, got {text!r}", code=EXIT_USAGE)
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _positive_seconds(option: str, text: str) -> int:

@@ -41,11 +41,9 @@ def open_store(database_url: str | None, redis_url: str | None, namespace: str |
 
 def describe_store(store: Store) -> str:
     """One line saying where the shared state lives, with any password hidden."""
-    from sqlalchemy.engine import make_url
+    from contextstore.urls import mask_url
 
-    from contextstore.redis.client import hide_password
-
-    database = make_url(store.config.database_url).render_as_string(hide_password=True)
+    database = mask_url(store.config.database_url)
     redis_url = store.config.redis_url
-    shared = hide_password(redis_url) if redis_url else "process memory"
+    shared = mask_url(redis_url) if redis_url else "process memory"
     return f"SQL {database} · cache and windows: {shared} · namespace {store.namespace}"

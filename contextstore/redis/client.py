@@ -30,6 +30,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from contextstore.errors import BackendUnavailableError, ConfigurationError
+from contextstore.urls import mask_url
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -79,17 +80,8 @@ logger = logging.getLogger("contextstore.redis")
 
 
 def hide_password(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages and logs)."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
-        return "<unparseable URL>"
-    if not password:
-        return url
-    userinfo, _, hostinfo = parts.netloc.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
+    """``url`` with any password (user info or query parameter) replaced by ``***``."""
+    return mask_url(url)
 
 
 def client_from_url(url: str, **options: Any) -> RedisClient:

@@ -37,6 +37,7 @@ from contextstore.errors import (
     MissingExtraError,
     ValidationError,
 )
+from contextstore.urls import mask_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # The one copy lives at the repository's top level (``migrations/``); the wheel ships it inside
@@ -71,6 +72,8 @@ def normalise_url(url: str | sa.URL) -> sa.URL:
         parsed = sa.make_url(url)
     except exc.ArgumentError as error:
         raise ConfigurationError(f"database URL {_safe(url)!r} cannot be parsed") from error
+    except ValueError as error:  # a port that is not a number
+        raise ConfigurationError(f"database URL {_safe(url)!r}: bad port ({error})") from error
     if parsed.drivername in _POSTGRES_ALIASES:
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
@@ -185,11 +188,8 @@ def _check_sqlite_path(url: sa.URL) -> None:
 
 
 def _safe(url: str | sa.URL) -> str:
-    """The URL with any password masked, for error messages."""
-    try:
-        return sa.make_url(url).render_as_string(hide_password=True)
-    except exc.ArgumentError:
-        return "<unparseable URL>"
+    """The URL with every secret masked (``contextstore.urls.mask_url``), for messages."""
+    return mask_url(url)
 
 
 def alembic_config(connection: sa.Connection | None = None) -> Config:
@@ -230,7 +230,7 @@ def _migration_connection(target: str | sa.URL | sa.Engine) -> Iterator[sa.Conne
                         sa.text("SELECT pg_advisory_xact_lock(:id)"), {"id": MIGRATION_LOCK_ID}
                     )
                 yield connection
-        except exc.OperationalError as error:
+        except exc.DatabaseError as error:  # unreachable, or a file that is not a database
             raise BackendUnavailableError(
                 f"database {_safe(engine.url)!r} is unavailable: {error.orig}"
             ) from error
@@ -265,7 +265,7 @@ def current_revision(target: str | sa.URL | sa.Engine) -> str | None:
     with _engine_for(target) as engine, read_only(engine).connect() as connection:
         try:
             return MigrationContext.configure(connection).get_current_revision()
-        except exc.OperationalError as error:
+        except exc.DatabaseError as error:  # unreachable, or a file that is not a database
             raise BackendUnavailableError(
                 f"database {_safe(engine.url)!r} is unavailable: {error.orig}"
             ) from error
@@ -317,6 +317,6 @@ def translate_errors(url: sa.URL | None = None) -> Iterator[None]:
         message = str(error.orig)
         field = next((f for name, f in _FIELD_BY_CONSTRAINT if name in message), "record")
         raise ValidationError(field, f"refused by the database: {message.strip()}") from error
-    except (exc.OperationalError, exc.InterfaceError) as error:
+    except (exc.DatabaseError, exc.InterfaceError) as error:
         where = f"database {_safe(url)!r}" if url is not None else "the database"
         raise BackendUnavailableError(f"{where} is unavailable: {error.orig}") from error

@@ -217,3 +217,43 @@ def test_engine_runs_through_a_redis_outage(
         else:
             runner.run(client.aclose())
         runner.close()
+
+
+def test_how_long_a_run_waits_on_a_hung_redis(own_redis_server: RedisServer) -> None:
+    """What the README promises for a hung server (SIGSTOP), with the default client and
+    retry interval: the run that meets the hang waits out the socket timeout twice (the
+    attempt and its one retry, 1 s each), never more; the runs after it skip Redis until the
+    retry interval has passed, and then one run probes again and waits the same."""
+    from contextstore.engine import ContextEngine
+    from contextstore.redis.client import DEFAULT_RETRY_INTERVAL
+    from contextstore.retrieval import InMemoryRetriever
+
+    namespace = "hung"
+    client = client_from_url(own_redis_server.url)  # default timeouts: 0.5 s connect, 1 s read
+    fault = FaultPolicy()  # default retry interval
+    retriever = InMemoryRetriever()
+    retriever.add("Vector indexes answer nearest-neighbour queries quickly.", "notes.md")
+    engine = ContextEngine(
+        ContextEngineConfig(namespace=namespace),
+        retriever=retriever,
+        cache=RedisContextCache(client, namespace=namespace, fault=fault),
+        windows=RedisWindows(client, namespace=namespace, fault=fault),
+    )
+    for i in range(10):
+        engine.run(f"warm up {i}")
+    own_redis_server.pause()
+    durations: list[float] = []
+    try:
+        started = time.monotonic()
+        while time.monotonic() - started < 2 * DEFAULT_RETRY_INTERVAL + 4.5:
+            began = time.monotonic()
+            engine.run(f"how do vector indexes work {len(durations) % 7}?")
+            durations.append(time.monotonic() - began)
+    finally:
+        own_redis_server.resume()
+        client.close()
+    slow = [d for d in durations if d >= 0.9]
+    print(f"hung Redis: slowest run {max(durations):.2f} s; {len(slow)} slow of {len(durations)}")
+    assert 1.9 <= max(durations) < 2.9  # two socket timeouts of 1 s, never a third
+    assert len(slow) >= 2  # the first run, then a probe after the retry interval
+    assert len(durations) - len(slow) >= 10  # the others did not wait
