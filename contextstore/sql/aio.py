@@ -119,9 +119,14 @@ class AsyncLessonRepository(_Bridge):
     """
 
     def __init__(
-        self, engine: AsyncEngine, *, ready: Callable[[], Awaitable[None]] | None = None
+        self,
+        engine: AsyncEngine,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        super().__init__(LessonRepository(engine.sync_engine), ready)
+        options: dict[str, Any] = {} if clock is None else {"clock": clock}
+        super().__init__(LessonRepository(engine.sync_engine, **options), ready)
 
     async def candidates(self, scope: Scope) -> list[Lesson]:
         result: list[Lesson] = await self._call("candidates", scope)

@@ -7,15 +7,19 @@ each other's rows and a migration test can start from nothing.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from contextstore.sql.database import create_database_engine, migrate
 from contextstore.sql.repository import LessonRepository
+from tests.aio import Blocking
 
 DIALECTS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 # For a test of one dialect's own feature (SQLite's REPLACE, PostgreSQL's TRUNCATE): it runs
@@ -80,9 +84,49 @@ def clock() -> TickingClock:
     return TickingClock()
 
 
+@pytest.fixture(params=["sync", "async"])
+def flavour(request: pytest.FixtureRequest) -> str:
+    """``sync``: the repository itself; ``async``: its asyncio twin on aiosqlite / psycopg
+    async, driven through ``tests.aio.Blocking`` so the same test bodies cover both."""
+    return str(request.param)
+
+
+@contextmanager
+def flavoured(flavour: str, database_url: str, make_sync: Any, make_async: Any) -> Iterator[Any]:
+    """``make_sync()``, or ``make_async(async_engine)`` behind ``Blocking`` on a loop of its own."""
+    if flavour == "sync":
+        yield make_sync()
+        return
+    from contextstore.sql.aio import create_async_database_engine
+
+    with asyncio.Runner() as runner:
+        async_engine = create_async_database_engine(database_url)
+        try:
+            yield Blocking(make_async(async_engine), runner)
+        finally:
+            runner.run(async_engine.dispose())
+
+
 @pytest.fixture
-def repo(engine: sa.Engine, clock: TickingClock) -> LessonRepository:
+def sync_repo(engine: sa.Engine, clock: TickingClock) -> LessonRepository:
+    """The sync repository only: for tests of its transactions or of the statements its
+    engine sends (the async one sends the same, through another engine)."""
     return LessonRepository(engine, clock=clock)
+
+
+@pytest.fixture
+def repo(
+    engine: sa.Engine, clock: TickingClock, flavour: str, database_url: str
+) -> Iterator[LessonRepository]:
+    from contextstore.sql.aio import AsyncLessonRepository
+
+    with flavoured(
+        flavour,
+        database_url,
+        lambda: LessonRepository(engine, clock=clock),
+        lambda async_engine: AsyncLessonRepository(async_engine, clock=clock),
+    ) as made:
+        yield made
 
 
 def counts(engine: sa.Engine) -> tuple[int, int, int]:

@@ -192,12 +192,12 @@ def explain_generic(engine: sa.Engine, statement: str, parameters: Any) -> list[
 
 
 def test_candidates_use_the_scope_key_index_not_a_scan(
-    fleet: sa.Engine, repo: LessonRepository, request: pytest.FixtureRequest
+    fleet: sa.Engine, sync_repo: LessonRepository, request: pytest.FixtureRequest
 ) -> None:
     """EXPLAIN the very statement the repository sends, with the planner left free."""
     scope = Scope(entity_ids=("fleet.team3.agent43",), tags=("t7",))
     with captured(fleet) as statements:
-        found = repo.candidates(scope)
+        found = sync_repo.candidates(scope)
     assert {lesson.entity_id for lesson in found} >= {"fleet.team3.agent43", "fleet.team7.agent7"}
     selects = [(sql, params) for sql, params in statements if sql.startswith("SELECT")]
     assert len(selects) == 1
@@ -237,7 +237,7 @@ def line_of(plan: list[str], *needles: str) -> int:
 
 
 def test_candidates_send_one_statement_however_many_lessons_match(
-    engine: sa.Engine, repo: LessonRepository
+    engine: sa.Engine, sync_repo: LessonRepository
 ) -> None:
     """1,200 lessons share ``tag:wide``: still one SELECT (the old code batched by 500)."""
     rows = [
@@ -256,7 +256,7 @@ def test_candidates_send_one_statement_however_many_lessons_match(
     insert_raw(engine, rows, keys)
     scope = Scope(entity_ids=("wide.l0007",), tags=("wide",))
     with captured(engine) as statements:
-        found = repo.candidates(scope)
+        found = sync_repo.candidates(scope)
     active = [row["entity_id"] for row in rows if row["status"] == "active"]
     assert [lesson.entity_id for lesson in found] == active  # 900, each once
     assert found[active.index("wide.l0007")].applies_to == ("id:wide.l0007", "tag:wide")

@@ -412,16 +412,16 @@ def test_a_malformed_jsonl_line_writes_nothing(repo: LessonRepository, engine: s
 
 
 def test_integrity_errors_are_translated_at_the_boundary(
-    repo: LessonRepository, engine: sa.Engine
+    sync_repo: LessonRepository, engine: sa.Engine
 ) -> None:
     # Validation in Python normally stops bad values first; a statement that reaches the
     # database inside the repository's transaction shows what happens when it does not.
-    repo.add(lesson())
-    with pytest.raises(ValidationError) as raised, repo._write() as session:
+    sync_repo.add(lesson())
+    with pytest.raises(ValidationError) as raised, sync_repo._write() as session:
         session.execute(sa.text("UPDATE lessons SET severity = 'urgent'"))
     assert raised.value.field == "severity"
     assert isinstance(raised.value.__cause__, sa.exc.IntegrityError)
-    assert repo.get("fleet.ops.db.1").severity == "info"
+    assert sync_repo.get("fleet.ops.db.1").severity == "info"
 
 
 def test_using_a_callers_session_commits_with_the_caller(

@@ -11,6 +11,7 @@ import json
 import math
 import random
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -33,6 +34,7 @@ from contextstore.sql.metrics import (
 )
 from contextstore.sql.models import QueryMetricRow
 from tests.factories import make_metric
+from tests.sql.conftest import flavoured
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 LEVELS = ("low", "medium", "high")
@@ -123,8 +125,18 @@ def assert_figures(figures: MetricsFigures, rows: list[QueryMetric]) -> None:
 
 
 @pytest.fixture
-def metrics(engine: sa.Engine) -> MetricsRepository:
-    return MetricsRepository(engine, clock=FixedClock(T0 + timedelta(days=1)))
+def metrics(engine: sa.Engine, flavour: str, database_url: str) -> Iterator[MetricsRepository]:
+    """The repository, then its asyncio twin (``tests.sql.conftest.flavoured``)."""
+    from contextstore.sql.aio import AsyncMetricsRepository
+
+    clock = FixedClock(T0 + timedelta(days=1))
+    with flavoured(
+        flavour,
+        database_url,
+        lambda: MetricsRepository(engine, clock=clock),
+        lambda async_engine: AsyncMetricsRepository(async_engine, clock=clock),
+    ) as made:
+        yield made
 
 
 def stored_count(engine: sa.Engine) -> int:
