@@ -53,6 +53,7 @@ SECTIONS: dict[str, tuple[str, str, str | None]] = {
     ),
     "engine-embedded": ("run() on SQLite + memory", "sec_engine:run", "embedded"),
     "engine-shared": ("run() on PostgreSQL + Redis", "sec_engine:run", "shared"),
+    "engine-async": ("AsyncContextEngine: throughput, loop stalls", "sec_async:run", None),
     "fleet": ("1, 2, 4 processes on PostgreSQL + Redis", "sec_fleet:run", None),
     "import-sqlite": ("an agent's runs during a 100k-lesson SQLite import", "sec_import:run", None),
     "memory-footprint": ("bytes per cached entry vs cachetools", "sec_memory:run_footprint", None),

@@ -84,6 +84,8 @@ class MetricsRepository:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._engine = engine
+        # Derived once: building an options engine per call costs more than the statement.
+        self._autocommit = autocommit(engine)
         self._clock = clock
         # How a retry waits out a transient SQLite lock; the async repository passes one
         # that yields to the event loop instead of blocking it.
@@ -245,7 +247,7 @@ class MetricsRepository:
             started = time.monotonic()
             try:
                 if single:
-                    with autocommit(self._engine).connect() as connection:
+                    with self._autocommit.connect() as connection:
                         return work(connection)
                 with self._engine.begin() as connection:
                     return work(connection)

@@ -147,6 +147,8 @@ class LessonRepository:
         (``ValidationError("actor")``).
         """
         self._engine = engine
+        # Derived once: building an options engine per call costs more than the statement.
+        self._autocommit = autocommit(engine)
         self._clock = clock
         self._session = session
         self._actor = default_actor() if actor is None else validate_actor(actor)
@@ -287,7 +289,7 @@ class LessonRepository:
             if self._session is not None:
                 rows = _select_candidates(self._session.connection(), keys)
             else:
-                with autocommit(self._engine).connect() as connection:
+                with self._autocommit.connect() as connection:
                     rows = _select_candidates(connection, keys)
         return _candidate_lessons(rows)
 
