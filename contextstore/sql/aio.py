@@ -227,6 +227,7 @@ class AsyncKnowledgeBase(_Bridge):
         ready: Callable[[], Awaitable[None]] | None = None,
         **options: Any,
     ) -> None:
+        options.setdefault("sleep", _async_sleep)
         super().__init__(KnowledgeBase(engine.sync_engine, namespace, **options), ready)
 
     @property

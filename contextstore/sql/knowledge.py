@@ -98,6 +98,7 @@ class KnowledgeBase:
         b: float = 0.75,
         max_passage_chars: int = DEFAULT_PASSAGE_CHARS,
         clock: Callable[[], datetime] = _utc_now,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if isinstance(candidate_limit, bool) or not isinstance(candidate_limit, int):
             raise ValidationError("candidate_limit", "must be an integer")
@@ -119,6 +120,9 @@ class KnowledgeBase:
         self.parameters = RankingParameters(float(k1), float(b), float(keyword_weight))
         self._max_passage_chars = max_passage_chars
         self._clock = clock
+        # How a retry waits out a transient SQLite lock; the async knowledge base passes one
+        # that yields to the event loop instead of blocking it.
+        self._sleep = sleep
 
     # -- search ---------------------------------------------------------------------------
 
@@ -489,7 +493,7 @@ class KnowledgeBase:
             except Exception as error:
                 immediate = time.monotonic() - started < IMMEDIATE_SECONDS
                 if attempt < LOCK_RETRIES and immediate and self._is_lock(error):
-                    time.sleep(LOCK_BACKOFF_SECONDS * 2**attempt)
+                    self._sleep(LOCK_BACKOFF_SECONDS * 2**attempt)
                     continue
                 raise
         raise AssertionError("unreachable")  # the loop returns or raises

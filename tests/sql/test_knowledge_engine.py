@@ -106,3 +106,31 @@ def test_a_knowledge_change_invalidates_real_redis(database_url: str, redis_url:
         reader.cache.clear()
         writer.close()
         reader.close()
+
+
+def test_an_async_engine_retrieves_from_sql_and_never_serves_an_older_corpus(
+    database_url: str,
+) -> None:
+    """``AsyncStore``'s engine reads the same knowledge base (``AsyncKnowledgeBase``) and
+    applies the same generation rule: a sync writer's change is seen on its next run."""
+    import asyncio
+
+    from contextstore import connect_async
+    from contextstore.sql.aio import AsyncKnowledgeBase
+    from tests.aio import Blocking
+
+    namespace = f"k_{uuid.uuid4().hex[:8]}"
+    writer = store_for(database_url, namespace)
+    with asyncio.Runner() as runner:
+        store = connect_async(database_url, "", namespace)
+        try:
+            engine = store.engine()
+            assert isinstance(engine.retriever, AsyncKnowledgeBase)
+            reader: Any = Blocking(engine, runner)
+            assert sources(reader) == ([], False)
+            freshness_cycle(writer, reader)
+            found = runner.run(store.knowledge.search("zebra keys"))
+            assert found == writer.knowledge.search("zebra keys") == []
+        finally:
+            runner.run(store.aclose())
+            writer.close()
