@@ -24,7 +24,6 @@ import re
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import partial
 from typing import Any, TypeAlias, TypeVar
 
 from contextstore.adaptive.base import Sample, WindowSummary
@@ -150,36 +149,19 @@ def drive(steps: Steps[T], perform: Callable[[Step], Any]) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """The run's result, once the steps are done (see ``advance``)."""
+async def adrive(steps: Steps[T], perform: Callable[[Step], Awaitable[Any]]) -> T:
+    """``drive`` for an event loop: each step is answered with ``await perform(step)``.
 
-    result: ContextResult
-
-
-def advance(steps: Steps[ContextResult], reply: Any) -> Step | Finished:
-    """Send ``reply`` and return the next step, or ``Finished``: no ``StopIteration``
-    escapes, so this may run in a worker thread (a future cannot carry StopIteration)."""
-    try:
-        return steps.send(reply)
-    except StopIteration as done:
-        return Finished(done.value)
-
-
-async def adrive(
-    steps: Steps[ContextResult],
-    perform: Callable[[Step], Awaitable[Any]],
-    compute: Callable[[Callable[[], Step | Finished]], Awaitable[Step | Finished]],
-) -> ContextResult:
-    """``drive`` for an event loop: each step is answered with ``await perform(step)``, and
-    the computation between two steps runs through ``compute`` (the async engine hands it
-    to a worker thread, so the loop stays free while a run composes)."""
+    The computation between two steps runs right here, on the loop: it is well under a
+    millisecond for a typical run, and a worker thread would cost more than it saves (the
+    loop would then wait for the GIL behind it, and on a busy machine for the OS).
+    """
     reply: Any = None
-    while True:
-        step = await compute(partial(advance, steps, reply))
-        if isinstance(step, Finished):
-            return step.result
-        reply = await perform(step)
+    try:
+        while True:
+            reply = await perform(steps.send(reply))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 
 class Pipeline:
