@@ -290,3 +290,21 @@ def test_an_undecodable_cache_entry_is_a_miss(retriever, lessons, make_engine) -
     cache.put(key, "not json")
     again = engine.run("What is the refund window?")
     assert again.cache_hit is False and again.context == first.context
+
+
+def test_the_async_engine_refuses_blocking_backends_and_a_bad_concurrency() -> None:
+    import fakeredis
+
+    from contextstore.errors import ConfigurationError
+    from contextstore.redis.cache import RedisContextCache
+    from contextstore.redis.windows import RedisWindows
+
+    client = fakeredis.FakeStrictRedis()
+    with pytest.raises(ConfigurationError, match=r"^cache: RedisContextCache blocks"):
+        AsyncContextEngine(cache=RedisContextCache(client))
+    with pytest.raises(ConfigurationError, match=r"^windows: RedisWindows blocks"):
+        AsyncContextEngine(windows=RedisWindows(client))
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValidationError) as caught:
+            AsyncContextEngine(concurrency=bad)  # type: ignore[arg-type]
+        assert caught.value.field == "concurrency"
