@@ -100,9 +100,12 @@ class _Bridge:
             await self._ready()
         return await greenlet_spawn(getattr(self._target, name), *args, **kwargs)
 
-    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
-        if name.startswith("_") or not callable(getattr(self._target, name)):
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
             raise AttributeError(name)
+        attribute = getattr(self._target, name)
+        if not callable(attribute):
+            return attribute  # a plain value (``actor``, ``namespace``): no I/O to await
 
         async def call(*args: Any, **kwargs: Any) -> Any:
             return await self._call(name, *args, **kwargs)
@@ -122,10 +125,10 @@ class AsyncLessonRepository(_Bridge):
         self,
         engine: AsyncEngine,
         *,
-        clock: Callable[[], datetime] | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
+        **options: Any,
     ) -> None:
-        options: dict[str, Any] = {} if clock is None else {"clock": clock}
+        """``options`` go to ``LessonRepository`` (``clock``, ``actor``)."""
         super().__init__(LessonRepository(engine.sync_engine, **options), ready)
 
     async def candidates(self, scope: Scope) -> list[Lesson]:
