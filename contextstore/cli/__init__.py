@@ -11,7 +11,7 @@ import logging
 
 import typer
 
-from contextstore.cli import adaptive, cache, db, demo, docs, fleet, lessons, metrics
+from contextstore.cli import adaptive, cache, db, demo, docs, fleet, keys, lessons, metrics, serve
 from contextstore.cli.common import CommandLine
 
 app = typer.Typer(
@@ -32,6 +32,8 @@ app.add_typer(metrics.app, name="metrics")
 app.add_typer(db.app, name="db")
 app.add_typer(cache.app, name="cache")
 app.add_typer(adaptive.app, name="adaptive")
+app.command("serve")(serve.serve)
+app.add_typer(keys.app, name="keys")
 
 
 def main() -> None:

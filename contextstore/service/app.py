@@ -1,0 +1,75 @@
+"""``create_app()``: the ASGI application ``contextstore serve`` runs (FastAPI on uvicorn).
+
+FastAPI because its request and response schemas come from type annotations — the library's
+own dataclasses — through pydantic, and the OpenAPI document follows from the same types;
+uvicorn (with uvloop and httptools) because it is the reference ASGI server, runs several
+worker processes itself and shuts down gracefully on SIGTERM: it stops accepting, lets
+requests in flight finish, then runs the lifespan's shutdown, which closes every store.
+
+``create_app`` takes no arguments when a server imports it as a factory; it then reads
+``ServiceSettings.from_env()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp
+
+from contextstore.apikeys import KeyRing
+from contextstore.service import body, errors
+from contextstore.service.backends import Backends
+from contextstore.service.middleware import AccessLog, Authenticate, BodyLimit, Deadline
+from contextstore.service.routes import agent, lessons, ops
+from contextstore.service.settings import ServiceSettings
+from contextstore.service.telemetry import Telemetry
+
+DESCRIPTION = """\
+The shared context layer of a fleet of agents, over HTTP. Every request but `/healthz`
+carries an API key (`Authorization: Bearer csk_…`); a key reaches one namespace, and only
+admin keys administer lessons or read `/metrics`. Errors are
+`{"error": {"type", "message", "field"}}`.
+"""
+
+
+def build_api(settings: ServiceSettings, telemetry: Telemetry) -> FastAPI:
+    """The FastAPI application alone (routes, schemas, error handlers), without the layers."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        backends = Backends(settings, telemetry)
+        app.state.backends = backends
+        try:
+            yield
+        finally:
+            await run_in_threadpool(backends.close)
+
+    from contextstore import __version__
+
+    api = FastAPI(
+        title="contextstore",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    api.state.telemetry = telemetry
+    errors.install(api)
+    for module in (agent, lessons, ops):
+        api.include_router(module.router)
+    body.document(api)
+    return api
+
+
+def create_app(settings: ServiceSettings | None = None) -> ASGIApp:
+    """The whole service: access log → key check → deadline → body limit → the API."""
+    settings = settings or ServiceSettings.from_env()
+    keys = KeyRing(settings.keys_file)
+    api = build_api(settings, Telemetry())
+    limited = BodyLimit(api, settings.max_body_bytes)
+    return AccessLog(Authenticate(Deadline(limited, settings.request_timeout), keys))

@@ -1,0 +1,168 @@
+"""The stores behind the service: one per namespace a key names, opened on first use.
+
+A key's namespace selects the store, and through it the cache, the adaptive windows and the
+metrics rows its runs touch; no request can name another namespace. Lessons belong to the
+database and are shared by its namespaces (SPEC §11), so the lesson administration and the
+metrics reports go through one store whose repositories filter by the caller's namespace.
+
+Runs go through the engine of the caller's namespace. Lesson administration, metrics reports
+and the readiness checks call the synchronous repositories in a worker thread, so the event
+loop never waits on them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from starlette.concurrency import run_in_threadpool
+
+from contextstore.engine import ContextEngine, ContextResult
+from contextstore.matching import Scope
+from contextstore.service.settings import ServiceSettings
+from contextstore.service.telemetry import Telemetry
+from contextstore.sql.metrics import MetricsRepository
+from contextstore.sql.repository import LessonRepository
+from contextstore.store import Store, connect
+
+T = TypeVar("T")
+
+
+def worker_name() -> str:
+    """How this server process signs its metrics rows (``serve:<host>:<pid>``)."""
+    return f"serve:{socket.gethostname()}:{os.getpid()}"[:128]
+
+
+@dataclass
+class _Namespace:
+    store: Store
+    engine: ContextEngine
+    lock: threading.Lock
+    faults_seen: int = 0
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """``sql`` and ``redis`` are ``ok``, ``down`` or (Redis only) ``not configured``."""
+
+    sql: str
+    redis: str
+
+    @property
+    def ready(self) -> bool:
+        return self.sql == "ok"
+
+    @property
+    def status(self) -> str:
+        if not self.ready:
+            return "unavailable"
+        return "degraded" if self.redis == "down" else "ok"
+
+
+class Backends:
+    """Opens, caches and closes the stores; runs engine calls and repository calls."""
+
+    def __init__(self, settings: ServiceSettings, telemetry: Telemetry) -> None:
+        self.settings = settings
+        self.telemetry = telemetry
+        self.worker = worker_name()
+        self._shared = connect(config=settings.store)
+        self._namespaces: dict[str, _Namespace] = {}
+        self._opening = threading.Lock()
+
+    # -- repositories (database-wide) ---------------------------------------------------
+
+    @property
+    def lessons(self) -> LessonRepository:
+        return self._shared.lessons
+
+    @property
+    def metrics(self) -> MetricsRepository:
+        return self._shared.metrics
+
+    async def call(self, work: Callable[[], T]) -> T:
+        """``work()`` in a worker thread (blocking repository calls)."""
+        return await run_in_threadpool(work)
+
+    # -- runs ---------------------------------------------------------------------------
+
+    def _namespace(self, namespace: str) -> _Namespace:
+        with self._opening:
+            slot = self._namespaces.get(namespace)
+            if slot is None:
+                store = connect(config=replace(self.settings.store, namespace=namespace))
+                slot = _Namespace(store, store.engine(worker=self.worker), threading.Lock())
+                self._namespaces[namespace] = slot
+            return slot
+
+    async def run(
+        self,
+        namespace: str,
+        query: str,
+        *,
+        scope: Scope | None,
+        filters: Mapping[str, Any] | None,
+        override_budget: int | None,
+    ) -> ContextResult:
+        """One engine run in ``namespace``; counted in the telemetry when it succeeds."""
+
+        def work() -> tuple[ContextResult, float]:
+            slot = self._namespace(namespace)
+            started = time.perf_counter()
+            with slot.lock:
+                result = slot.engine.run(
+                    query, scope=scope, filters=filters, override_budget=override_budget
+                )
+            return result, time.perf_counter() - started
+
+        result, seconds = await run_in_threadpool(work)
+        self.telemetry.observe_run(namespace, seconds, result.cache_hit)
+        self._count_faults(namespace)
+        return result
+
+    def _count_faults(self, namespace: str) -> None:
+        slot = self._namespaces.get(namespace)
+        if slot is None or not slot.store.uses_redis:
+            return
+        errors = slot.store.fault.errors
+        self.telemetry.add_redis_faults(namespace, errors - slot.faults_seen)
+        slot.faults_seen = errors
+
+    # -- readiness ----------------------------------------------------------------------
+
+    async def readiness(self) -> Readiness:
+        """SQL must answer; Redis down only degrades (runs fall back to process memory)."""
+        sql, redis = await asyncio.gather(
+            run_in_threadpool(self._check_sql), run_in_threadpool(self._check_redis)
+        )
+        return Readiness(sql=sql, redis=redis)
+
+    def _check_sql(self) -> str:
+        try:
+            with self._shared.sql_engine.connect() as connection:
+                connection.execute(sa.text("SELECT 1"))
+        except Exception:
+            return "down"
+        return "ok"
+
+    def _check_redis(self) -> str:
+        if not self._shared.uses_redis:
+            return "not configured"
+        try:
+            self._shared.redis.ping()
+        except Exception:
+            return "down"
+        return "ok"
+
+    def close(self) -> None:
+        for slot in self._namespaces.values():
+            slot.store.close()
+        self._namespaces.clear()
+        self._shared.close()

@@ -1,0 +1,87 @@
+"""Prometheus figures for ``/metrics``, through ``prometheus_client``.
+
+With several worker processes each process counts its own runs; ``contextstore serve`` sets
+``PROMETHEUS_MULTIPROC_DIR`` (a fresh directory) before the workers start, and ``/metrics``
+then sums every worker's files, so any worker answers with the whole server's totals.
+Without that variable (one process, or the app mounted elsewhere) the figures live in a
+registry of this app's own.
+
+Series (``namespace`` is the key's namespace; a scrape needs an admin key, since labels name
+every namespace):
+``contextstore_runs_total``, ``contextstore_cache_hits_total``,
+``contextstore_cache_misses_total``, ``contextstore_run_seconds`` (histogram, wall time of the
+engine's run as the service saw it), ``contextstore_redis_faults_total`` (failed Redis
+operations, from the stores' fault policies).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+
+ENV_MULTIPROC: Final = "PROMETHEUS_MULTIPROC_DIR"
+RUN_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+
+
+class Telemetry:
+    """The service's counters and histogram, and their exposition."""
+
+    def __init__(self) -> None:
+        self.multiprocess = bool(os.environ.get(ENV_MULTIPROC))
+        # In multiprocess mode values go to files and the collector reads them all back; a
+        # registry here would only make a second app in the same process collide.
+        own = None if self.multiprocess else CollectorRegistry()
+        self._registry = own
+        self.runs = Counter("contextstore_runs", "Engine runs served", ["namespace"], registry=own)
+        self.cache_hits = Counter(
+            "contextstore_cache_hits",
+            "Runs answered from the context cache",
+            ["namespace"],
+            registry=own,
+        )
+        self.cache_misses = Counter(
+            "contextstore_cache_misses",
+            "Runs that composed a new context",
+            ["namespace"],
+            registry=own,
+        )
+        self.run_seconds = Histogram(
+            "contextstore_run_seconds",
+            "Wall time of one engine run, seconds",
+            ["namespace"],
+            buckets=RUN_BUCKETS,
+            registry=own,
+        )
+        self.redis_faults = Counter(
+            "contextstore_redis_faults",
+            "Redis operations that failed and fell back (cache miss, local windows)",
+            ["namespace"],
+            registry=own,
+        )
+
+    def observe_run(self, namespace: str, seconds: float, cache_hit: bool) -> None:
+        self.runs.labels(namespace).inc()
+        (self.cache_hits if cache_hit else self.cache_misses).labels(namespace).inc()
+        self.run_seconds.labels(namespace).observe(seconds)
+
+    def add_redis_faults(self, namespace: str, count: int) -> None:
+        if count > 0:
+            self.redis_faults.labels(namespace).inc(count)
+
+    def exposition(self) -> bytes:
+        if self._registry is not None:
+            return generate_latest(self._registry)
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)
