@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import tempfile
 from typing import Annotated
 
@@ -49,10 +50,10 @@ def serve(
     from contextstore.service.logs import log_config
     from contextstore.service.settings import (
         ENV_MAX_BODY_BYTES,
+        ENV_MULTIPROC,
         ENV_REQUEST_TIMEOUT,
         ServiceSettings,
     )
-    from contextstore.service.telemetry import ENV_MULTIPROC
     from contextstore.sql.database import migrate
 
     if workers > MAX_WORKERS:
@@ -73,6 +74,10 @@ def serve(
     own_directory = ENV_MULTIPROC not in os.environ
     if own_directory:
         os.environ[ENV_MULTIPROC] = tempfile.mkdtemp(prefix="contextstore-metrics-")
+    # uvicorn re-raises SIGTERM/SIGINT once it has shut down gracefully; ending through
+    # SystemExit instead lets the clean-up below run and reports success.
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, _stopped)
     try:
         uvicorn.run(
             "contextstore.service.app:create_app",
@@ -88,3 +93,7 @@ def serve(
     finally:
         if own_directory:
             shutil.rmtree(os.environ.pop(ENV_MULTIPROC), ignore_errors=True)
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise SystemExit(0)

@@ -110,6 +110,10 @@ def _library_validation(_: Request, exc: Exception) -> Response:
     return error_response(422, "invalid", exc.message, exc.field)
 
 
+def _too_large(request: Request, exc: Exception) -> Response:
+    return error_response(413, "body_too_large", str(exc), "body")
+
+
 def _not_utf8(request: Request, exc: Exception) -> Response:
     return error_response(400, "malformed_body", "the body is not UTF-8 text", "body")
 
@@ -161,6 +165,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(ValidationError, _library_validation)
     app.add_exception_handler(BodyNotUtf8, _not_utf8)
+    app.add_exception_handler(BodyTooLarge, _too_large)
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(BackendUnavailableError, _unavailable)
     app.add_exception_handler(ContextStoreError, _library_error)

@@ -19,6 +19,8 @@ from contextstore.errors import ConfigurationError
 
 T = TypeVar("T", int, float)
 
+# prometheus_client reads it when first imported: set it before anything imports that.
+ENV_MULTIPROC: Final = "PROMETHEUS_MULTIPROC_DIR"
 ENV_MAX_BODY_BYTES: Final = "CONTEXTSTORE_MAX_BODY_BYTES"
 ENV_REQUEST_TIMEOUT: Final = "CONTEXTSTORE_REQUEST_TIMEOUT"
 

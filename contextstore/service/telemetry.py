@@ -27,7 +27,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-ENV_MULTIPROC: Final = "PROMETHEUS_MULTIPROC_DIR"
+from contextstore.service.settings import ENV_MULTIPROC
+
 RUN_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
 

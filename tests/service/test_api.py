@@ -1,0 +1,446 @@
+"""The HTTP API end to end: a real server process, a real HTTP client, SQLite and PostgreSQL.
+
+Every endpoint, every error status with its JSON body, the OpenAPI document, keys and roles,
+namespace isolation, and bad input that names its field and writes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from openapi_spec_validator import validate
+from prometheus_client.parser import text_string_to_metric_families
+
+from contextstore.analysis import RuleBasedQueryAnalyzer
+from contextstore.apikeys import revoke_key
+from contextstore.engine import ContextResult
+from contextstore.lessons import LessonRecord
+from contextstore.sql.report import MetricsReport
+from tests.redis import shared_total
+from tests.service.conftest import BODY_LIMIT
+from tests.service.server import Server
+
+pytestmark = pytest.mark.slow
+
+NO_INFORMATION = "No relevant information was found."
+QUERY = "how do I fail over postgres?"
+
+
+def error(status: int, kind: str, field: str | None, response: httpx.Response) -> str:
+    """Assert the status and the error JSON; return its message."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"type", "message", "field"}
+    assert body["error"]["type"] == kind, body
+    assert body["error"]["field"] == field, body
+    message: str = body["error"]["message"]
+    assert message
+    return message
+
+
+@pytest.fixture
+def admin(server: Server, fresh_namespace: str) -> Iterator[httpx.Client]:
+    with server.client(server.key(fresh_namespace, "admin")) as client:
+        yield client
+
+
+@pytest.fixture
+def agent(server: Server, fresh_namespace: str) -> Iterator[httpx.Client]:
+    with server.client(server.key(fresh_namespace, "agent")) as client:
+        yield client
+
+
+def lesson_id(prefix: str = "api") -> str:
+    return f"{prefix}.{uuid.uuid4().hex[:10]}"
+
+
+def add_lesson(admin: httpx.Client, entity_id: str, tag: str, **fields: Any) -> dict[str, Any]:
+    body = {"entity_id": entity_id, "injection_form": f"Form of {entity_id}.", **fields}
+    body.setdefault("applies_to", [f"tag:{tag}"])
+    response = admin.post("/v1/lessons", json=body)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+def runs_in_report(client: httpx.Client) -> int:
+    response = client.get("/v1/metrics/report")
+    assert response.status_code == 200, response.text
+    runs: int = response.json()["runs"]
+    return runs
+
+
+# -- operations and keys ---------------------------------------------------------------------
+
+
+def test_healthz_needs_no_key(server: Server) -> None:
+    with server.client() as client:
+        response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+def test_readyz_reports_sql_and_redis(server: Server, agent: httpx.Client) -> None:
+    response = agent.get("/readyz")
+    assert response.status_code == 200, response.text
+    redis_state = "ok" if server.redis_url else "not configured"
+    assert response.json() == {"status": "ok", "sql": "ok", "redis": redis_state}
+
+
+def test_every_route_but_healthz_needs_a_valid_key(server: Server, fresh_namespace: str) -> None:
+    good = server.key(fresh_namespace)
+    key_id, secret = good.split("_")[1], good.split("_", 2)[2]
+    wrong_secret = f"csk_{key_id}_{'A' * len(secret)}"
+    attempts = [
+        {},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        {"Authorization": "Bearer not-a-key"},
+        {"Authorization": f"Bearer {wrong_secret}"},
+        {"Authorization": f"Bearer csk_{'0' * 12}_{secret}"},
+    ]
+    with server.client() as client:
+        for headers in attempts:
+            for method, path in [
+                ("POST", "/v1/run"),
+                ("GET", "/readyz"),
+                ("GET", "/metrics"),
+                ("GET", "/openapi.json"),
+                ("GET", "/v1/lessons"),
+                ("GET", "/no/such/route"),
+            ]:
+                response = client.request(method, path, headers=headers, json={"query": "x"})
+                error(401, "unauthorized", None, response)
+                assert response.headers["www-authenticate"] == "Bearer"
+                assert secret not in response.text
+    log = server.log.read_text()
+    assert secret not in log
+    assert key_id in log or "unauthorized" not in log
+
+
+def test_a_revoked_key_is_refused_at_once(server: Server, fresh_namespace: str) -> None:
+    key = server.key(fresh_namespace)
+    other = server.key(fresh_namespace)
+    with server.client(key) as client, server.client(other) as still_valid:
+        assert client.post("/v1/run", json={"query": QUERY}).status_code == 200
+        revoke_key(server.keys_file, key)
+        error(401, "unauthorized", None, client.post("/v1/run", json={"query": QUERY}))
+        assert still_valid.post("/v1/run", json={"query": QUERY}).status_code == 200
+        # Revoking by id works the same.
+        revoke_key(server.keys_file, other.split("_")[1])
+        error(401, "unauthorized", None, still_valid.get("/readyz"))
+
+
+def test_unknown_routes_and_methods(admin: httpx.Client) -> None:
+    error(404, "not_found", None, admin.get("/v1/nothing"))
+    error(405, "method_not_allowed", None, admin.get("/v1/run"))
+
+
+def test_openapi_document_is_valid_and_follows_the_library_types(agent: httpx.Client) -> None:
+    response = agent.get("/openapi.json")
+    assert response.status_code == 200
+    spec = response.json()
+    validate(spec)  # raises on any error an OpenAPI 3.1 client generator would meet
+    assert {
+        "/v1/run",
+        "/v1/match",
+        "/v1/lessons",
+        "/v1/lessons/{entity_id}",
+        "/v1/lessons/{entity_id}/activate",
+        "/v1/lessons/{entity_id}/retire",
+        "/v1/lessons/{entity_id}/supersede",
+        "/v1/lessons/{entity_id}/history",
+        "/v1/metrics/report",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    } <= set(spec["paths"])
+    schemas = spec["components"]["schemas"]
+    for library_type in (ContextResult, LessonRecord, MetricsReport):
+        names = {field.name for field in dataclasses.fields(library_type)}
+        assert set(schemas[library_type.__name__]["properties"]) == names
+    run_body = schemas["RunRequest"]
+    assert run_body["additionalProperties"] is False
+    assert set(run_body["properties"]) == {"query", "scope", "filters", "override_budget"}
+    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    request_ref = spec["paths"]["/v1/run"]["post"]["requestBody"]["content"]["application/json"]
+    assert request_ref["schema"] == {"$ref": "#/components/schemas/RunRequest"}
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+def test_run_returns_the_context_result(server: Server, admin: httpx.Client) -> None:
+    tag = f"t{uuid.uuid4().hex[:8]}"
+    first, second = lesson_id(), lesson_id()
+    add_lesson(admin, first, tag, status="active", severity="warning")
+    add_lesson(admin, second, tag, status="active", severity="critical")
+    body = {"query": QUERY, "scope": {"tags": [tag]}}
+    response = admin.post("/v1/run", json=body)
+    assert response.status_code == 200, response.text
+    result = response.json()
+    assert set(result) == {field.name for field in dataclasses.fields(ContextResult)}
+    assert result["context"] == NO_INFORMATION
+    assert result["lesson_block"] == (
+        "[Lessons — durable guidance distilled from prior work; matched 2, showing 2]\n"
+        f"- Form of {second}. ({second})\n- Form of {first}. ({first})"
+    )
+    assert result["lessons"] == {
+        "included": [
+            {"entity_id": second, "injection_form": f"Form of {second}."},
+            {"entity_id": first, "injection_form": f"Form of {first}."},
+        ],
+        "matched_count": 2,
+        "included_count": 2,
+    }
+    analysis = RuleBasedQueryAnalyzer().analyze(QUERY)
+    assert result["query_analysis"] == {
+        "original_query": QUERY,
+        "normalized": analysis.normalized,
+        "intent": analysis.intent.value,
+        "complexity": analysis.complexity.value,
+        "keywords": list(analysis.keywords),
+        "entities": list(analysis.entities),
+        "is_arabic": False,
+        "language": analysis.language,
+        "question_type": analysis.question_type,
+        "context_budget": analysis.context_budget,
+    }
+    assert result["budget"] == analysis.context_budget
+    assert result["chunks_used"] == []
+    assert result["totals"] == {"retrieved": 0, "filtered": 0, "used": 0}
+    assert result["context_length"] == len(NO_INFORMATION)
+    assert result["guard_passed"] is True
+    assert result["guard_warnings"] == ["no valid source found in context."]
+    assert result["cache_hit"] is False
+    again = admin.post("/v1/run", json={**body, "override_budget": 500, "filters": {"a": 1}})
+    assert again.json()["budget"] == 500
+    assert admin.post("/v1/run", json=body).json()["cache_hit"] is True
+    assert runs_in_report(admin) == 3
+
+
+BAD_RUNS: list[tuple[bytes, int, str, str | None]] = [
+    (b'{"query": ', 400, "malformed_json", "body"),
+    (b"", 400, "malformed_json", "body"),
+    (b'{"query": "caf\xe9"}', 400, "malformed_body", "body"),
+    (b'{"query": "\\ud800"}', 400, "malformed_json", "body"),
+    (b"[1, 2]", 422, "invalid", "body"),
+    (b"{}", 422, "invalid", "query"),
+    (b'{"query": 5}', 422, "invalid", "query"),
+    (b'{"query": "x", "override_budget": "5"}', 422, "invalid", "override_budget"),
+    (b'{"query": "x", "override_budget": 5.5}', 422, "invalid", "override_budget"),
+    (b'{"query": "x", "override_budget": 0}', 422, "invalid", "override_budget"),
+    (b'{"query": "x", "override_budget": true}', 422, "invalid", "override_budget"),
+    (b'{"query": "x", "filters": [1]}', 422, "invalid", "filters"),
+    (b'{"query": "x", "scope": {"tags": "ops"}}', 422, "invalid", "scope.tags"),
+    (b'{"query": "x", "scope": {"tags": ["ops", 3]}}', 422, "invalid", "scope.tags[1]"),
+    (b'{"query": "x", "namespace": "other"}', 422, "invalid", "namespace"),
+    (b'{"query": "x", "scope": {"tags": [], "extra": 1}}', 422, "invalid", "scope.extra"),
+]
+
+
+def test_bad_run_input_names_the_field_and_writes_nothing(
+    server: Server, agent: httpx.Client
+) -> None:
+    for raw, status, kind, field in BAD_RUNS:
+        response = agent.post("/v1/run", content=raw, headers={"content-type": "application/json"})
+        error(status, kind, field, response)
+    oversized = b'{"query": "' + b"x" * BODY_LIMIT + b'"}'
+    error(413, "body_too_large", "body", agent.post("/v1/run", content=oversized))
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is counted as it streams
+        yield b'{"query": "'
+        for _ in range(BODY_LIMIT // 1024 + 1):
+            yield b"x" * 1024
+        yield b'"}'
+
+    error(413, "body_too_large", "body", agent.post("/v1/run", content=chunks()))
+    assert runs_in_report(agent) == 0
+
+
+def test_a_run_sees_only_its_own_namespace(server: Server, fresh_namespace: str) -> None:
+    other = f"{fresh_namespace}-b"
+    with server.client(server.key(fresh_namespace)) as a, server.client(server.key(other)) as b:
+        for _ in range(3):
+            assert a.post("/v1/run", json={"query": QUERY}).status_code == 200
+        # Same query, other namespace: its own cache (a miss), its own metrics and windows.
+        assert b.post("/v1/run", json={"query": QUERY}).json()["cache_hit"] is False
+        assert runs_in_report(a) == 3
+        assert runs_in_report(b) == 1
+        # No route takes a namespace from the caller.
+        error(422, "invalid", "namespace", a.get("/v1/metrics/report", params={"namespace": other}))
+    if server.redis_url:
+        client = redis.Redis.from_url(server.redis_url)
+        try:
+            assert shared_total(client, fresh_namespace) == 3
+            assert shared_total(client, other) == 1
+        finally:
+            client.close()
+
+
+# -- lessons and match ----------------------------------------------------------------------
+
+
+def test_lesson_administration(admin: httpx.Client) -> None:
+    tag = f"t{uuid.uuid4().hex[:8]}"
+    old, new = lesson_id(), lesson_id()
+    created = add_lesson(admin, old, tag, severity="warning", summary="first")
+    assert created["status"] == "proposed"
+    assert created["created_at"] == created["updated_at"]
+    add_lesson(admin, new, tag)
+    assert admin.get(f"/v1/lessons/{old}").json() == created
+
+    listed = admin.get("/v1/lessons", params={"tag": tag})
+    assert [lesson["entity_id"] for lesson in listed.json()] == sorted([old, new])
+    warnings = admin.get("/v1/lessons", params={"tag": tag, "severity": "warning"}).json()
+    assert [lesson["entity_id"] for lesson in warnings] == [old]
+    assert len(admin.get("/v1/lessons", params={"tag": tag, "limit": 1}).json()) == 1
+
+    edited = admin.patch(f"/v1/lessons/{old}", json={"summary": "second", "applies_to": []})
+    assert edited.status_code == 200, edited.text
+    assert edited.json()["summary"] == "second"
+    assert edited.json()["applies_to"] == []
+    assert edited.json()["created_at"] == created["created_at"]
+    assert edited.json()["injection_form"] == created["injection_form"]
+
+    assert admin.post(f"/v1/lessons/{old}/activate").json()["status"] == "active"
+    superseded = admin.post(f"/v1/lessons/{old}/supersede", json={"superseded_by": new})
+    assert superseded.json()["status"] == "superseded"
+    assert superseded.json()["superseded_by"] == new
+    assert admin.get(f"/v1/lessons/{new}").json()["status"] == "active"
+    assert admin.post(f"/v1/lessons/{new}/retire").json()["status"] == "retired"
+
+    history = admin.get(f"/v1/lessons/{old}/history").json()
+    changes = [(event["old_status"], event["new_status"]) for event in history]
+    assert (None, "proposed") in changes
+    assert ("proposed", "active") in changes
+    assert ("active", "superseded") in changes
+    assert all(event["lesson_id"] == old for event in history)
+
+
+def test_bad_lesson_input_names_the_field_and_writes_nothing(admin: httpx.Client) -> None:
+    tag = f"t{uuid.uuid4().hex[:8]}"
+    entity = lesson_id()
+    stored = add_lesson(admin, entity, tag)
+    base = {"entity_id": lesson_id(), "injection_form": "x"}
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({**base, "severity": "urgent"}, "severity"),
+        ({**base, "status": "done"}, "status"),
+        ({**base, "applies_to": ["team:x"]}, "applies_to"),
+        ({**base, "applies_to": "tag:x"}, "applies_to"),
+        ({**base, "injection_form": "é" * 161}, "injection_form"),
+        ({**base, "entity_id": "a..b"}, "entity_id"),
+        ({**base, "created_at": "yesterday"}, "created_at"),
+        ({**base, "created_at": "2026-01-01T00:00:00"}, "created_at"),
+        ({**base, "colour": "red"}, "colour"),
+        ({**base, "summary": 7}, "summary"),
+        ({"injection_form": "x"}, "entity_id"),
+        ({**base, "entity_id": entity}, "entity_id"),
+    ]
+    for body, field in cases:
+        error(422, "invalid", field, admin.post("/v1/lessons", json=body))
+    assert admin.get("/v1/lessons", params={"tag": tag}).json() == [stored]
+    error(404, "not_found", "entity_id", admin.get(f"/v1/lessons/{base['entity_id']}"))
+
+    for body, field in [
+        ({"severity": "urgent"}, "severity"),
+        ({"injection_form": "é" * 161}, "injection_form"),
+        ({"created_at": "2026-01-01T00:00:00Z"}, "created_at"),
+        ({"summary": ["x"]}, "summary"),
+    ]:
+        error(422, "invalid", field, admin.patch(f"/v1/lessons/{entity}", json=body))
+    assert admin.get(f"/v1/lessons/{entity}").json() == stored
+    error(404, "not_found", "entity_id", admin.patch("/v1/lessons/no.such", json={}))
+    error(404, "not_found", "entity_id", admin.post("/v1/lessons/no.such/activate"))
+    missing = admin.post(f"/v1/lessons/{entity}/supersede", json={"superseded_by": "no.such"})
+    error(404, "not_found", "superseded_by", missing)
+    error(422, "invalid", "superseded_by", admin.post(f"/v1/lessons/{entity}/supersede", json={}))
+    error(422, "invalid", "status", admin.get("/v1/lessons", params={"status": "done"}))
+    error(422, "invalid", "limit", admin.get("/v1/lessons", params={"limit": "-1"}))
+    error(422, "invalid", "colour", admin.get("/v1/lessons", params={"colour": "red"}))
+    assert admin.get(f"/v1/lessons/{entity}").json() == stored
+
+
+def test_agent_keys_get_403_on_every_lesson_route(admin: httpx.Client, agent: httpx.Client) -> None:
+    entity = lesson_id()
+    stored = add_lesson(admin, entity, "agents")
+    calls = [
+        ("GET", "/v1/lessons", None),
+        ("POST", "/v1/lessons", {"entity_id": lesson_id(), "injection_form": "x"}),
+        ("GET", f"/v1/lessons/{entity}", None),
+        ("PATCH", f"/v1/lessons/{entity}", {"summary": "agent was here"}),
+        ("POST", f"/v1/lessons/{entity}/activate", None),
+        ("POST", f"/v1/lessons/{entity}/retire", None),
+        ("POST", f"/v1/lessons/{entity}/supersede", {"superseded_by": entity}),
+        ("GET", f"/v1/lessons/{entity}/history", None),
+        ("GET", "/metrics", None),
+    ]
+    for method, path, body in calls:
+        error(403, "forbidden", None, agent.request(method, path, json=body))
+    assert admin.get(f"/v1/lessons/{entity}").json() == stored
+
+
+def test_match_ranks_the_active_lessons_of_a_scope(admin: httpx.Client, agent: httpx.Client) -> None:
+    tag = f"t{uuid.uuid4().hex[:8]}"
+    info, critical, proposed = lesson_id(), lesson_id(), lesson_id()
+    add_lesson(admin, info, tag, status="active")
+    add_lesson(admin, critical, tag, status="active", severity="critical")
+    add_lesson(admin, proposed, tag)
+    response = agent.post("/v1/match", json={"scope": {"tags": [tag]}, "options": {"k": 1}})
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "lessons": {
+            "included": [{"entity_id": critical, "injection_form": f"Form of {critical}."}],
+            "matched_count": 2,
+            "included_count": 1,
+        },
+        "lesson_block": (
+            "[Lessons — durable guidance distilled from prior work; matched 2, showing 1]\n"
+            f"- Form of {critical}. ({critical})"
+        ),
+    }
+    error(422, "invalid", "scope", agent.post("/v1/match", json={}))
+    error(422, "invalid", "options.k", agent.post("/v1/match", json={"scope": {}, "options": {"k": "1"}}))
+
+
+# -- metrics ----------------------------------------------------------------------------------
+
+
+def test_metrics_report_and_prometheus_count_exactly(
+    server: Server, admin: httpx.Client, agent: httpx.Client, fresh_namespace: str
+) -> None:
+    for query in ("alpha", "alpha", "beta"):
+        assert agent.post("/v1/run", json={"query": query}).status_code == 200
+    report = agent.get("/v1/metrics/report").json()
+    assert report["runs"] == 3
+    assert report["cache_hit_rate"] == pytest.approx(1 / 3)
+    assert report["namespace"] == fresh_namespace
+    assert [row["complexity"] for row in report["by_complexity"]] == ["low", "medium", "high"]
+    future = agent.get("/v1/metrics/report", params={"since": "2999-01-01T00:00:00Z"})
+    assert future.json()["runs"] == 0
+    error(422, "invalid", "since", agent.get("/v1/metrics/report", params={"since": "soon"}))
+    naive = agent.get("/v1/metrics/report", params={"since": "2020-01-01T00:00:00"})
+    error(422, "invalid", "since", naive)
+
+    exposition = admin.get("/metrics")
+    assert exposition.status_code == 200
+    assert exposition.headers["content-type"].startswith("text/plain")
+    samples = {
+        (sample.name, sample.labels.get("namespace"), sample.labels.get("le")): sample.value
+        for family in text_string_to_metric_families(exposition.text)
+        for sample in family.samples
+    }
+    ns = fresh_namespace
+    assert samples[("contextstore_runs_total", ns, None)] == 3
+    assert samples[("contextstore_cache_hits_total", ns, None)] == 1
+    assert samples[("contextstore_cache_misses_total", ns, None)] == 2
+    assert samples[("contextstore_run_seconds_count", ns, None)] == 3
+    assert samples[("contextstore_run_seconds_bucket", ns, "+Inf")] == 3
