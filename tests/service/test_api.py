@@ -388,7 +388,9 @@ def test_agent_keys_get_403_on_every_lesson_route(admin: httpx.Client, agent: ht
     assert admin.get(f"/v1/lessons/{entity}").json() == stored
 
 
-def test_match_ranks_the_active_lessons_of_a_scope(admin: httpx.Client, agent: httpx.Client) -> None:
+def test_match_ranks_the_active_lessons_of_a_scope(
+    admin: httpx.Client, agent: httpx.Client
+) -> None:
     tag = f"t{uuid.uuid4().hex[:8]}"
     info, critical, proposed = lesson_id(), lesson_id(), lesson_id()
     add_lesson(admin, info, tag, status="active")
@@ -408,7 +410,12 @@ def test_match_ranks_the_active_lessons_of_a_scope(admin: httpx.Client, agent: h
         ),
     }
     error(422, "invalid", "scope", agent.post("/v1/match", json={}))
-    error(422, "invalid", "options.k", agent.post("/v1/match", json={"scope": {}, "options": {"k": "1"}}))
+    error(
+        422,
+        "invalid",
+        "options.k",
+        agent.post("/v1/match", json={"scope": {}, "options": {"k": "1"}}),
+    )
 
 
 # -- metrics ----------------------------------------------------------------------------------
