@@ -16,6 +16,7 @@ from contextstore.apikeys import add_key
 from tests.redis_cluster import free_port
 
 START_TIMEOUT = 60.0
+STARTED = "Application startup complete."
 
 
 @dataclass
@@ -75,10 +76,12 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited at start:\n{self.log.read_text()}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
-                    return
+                healthy = httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200
             except httpx.TransportError:
-                pass
+                healthy = False
+            # Each worker logs its own start; all of them must be serving, not just the first.
+            if healthy and self.log.read_text().count(STARTED) >= self.workers:
+                return
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"server did not start:\n{self.log.read_text()}")
