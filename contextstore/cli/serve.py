@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 
 from contextstore.cli.common import EXIT_USAGE, cli_errors, fail
-from contextstore.errors import BackendUnavailableError
+from contextstore.errors import BackendUnavailableError, MissingExtraError
 
 MAX_WORKERS = 64
 
@@ -45,9 +45,12 @@ def serve(
     ] = True,
 ) -> None:
     """Serve the HTTP API: /v1/run, /v1/match, /v1/lessons, /v1/metrics/report, /metrics."""
-    import uvicorn
+    try:
+        import uvicorn
 
-    from contextstore.service.logs import log_config
+        from contextstore.service.logs import log_config
+    except ImportError as exc:
+        raise MissingExtraError("contextstore serve", "FastAPI and uvicorn", "serve") from exc
     from contextstore.service.settings import (
         ENV_MAX_BODY_BYTES,
         ENV_MULTIPROC,
