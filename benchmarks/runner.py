@@ -56,6 +56,7 @@ SECTIONS: dict[str, tuple[str, str, str | None]] = {
     "engine-async": ("AsyncContextEngine: throughput, loop stalls", "sec_async:run", None),
     "fleet": ("1, 2, 4 processes on PostgreSQL + Redis", "sec_fleet:run", None),
     "import-sqlite": ("an agent's runs during a 100k-lesson SQLite import", "sec_import:run", None),
+    "service": ("/v1/run over HTTP vs in process; 32 clients", "sec_service:run", None),
     "memory-footprint": ("bytes per cached entry vs cachetools", "sec_memory:run_footprint", None),
 }
 
@@ -97,7 +98,7 @@ def _section_function(spec: str, argument: str | None) -> Callable[[Bench], list
 
 def _service_versions(services: Services, names: list[str]) -> str:
     parts = []
-    if any(n in names for n in ("lessons-postgres", "engine-shared", "fleet")):
+    if any(n in names for n in ("lessons-postgres", "engine-shared", "fleet", "service")):
         try:
             import sqlalchemy as sa
 

@@ -1,0 +1,218 @@
+"""``/v1/run`` over HTTP against the same run in process, and throughput with 32 clients.
+
+Both sides use the same PostgreSQL + Redis and the sample lessons; each side has its own
+namespace and every query is new, so both measure cache misses. Latency: one
+``contextstore serve`` worker, one keep-alive client, runs interleaved with the in-process
+engine's — the difference is what HTTP, JSON and the server add (target ≤ 1 ms at p50 on
+loopback). Throughput: 32 concurrent clients on one event loop against 1, then 2 workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from benchmarks.context import Bench
+from benchmarks.report import Row, ms, rate
+from benchmarks.timing import percentile, timed_call_ms
+from contextstore.apikeys import add_key
+from contextstore.matching import Scope
+from contextstore.sample_data import load_demo_queries, load_lessons
+from contextstore.store import connect
+
+SECTION = "HTTP API, PostgreSQL + Redis"
+CLIENTS = 32
+
+
+class Served:
+    """``contextstore serve`` in a subprocess on a free port."""
+
+    def __init__(self, directory: Path, database_url: str, redis_url: str, workers: int) -> None:
+        self.keys = directory / "keys.json"
+        self.port = _free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CONTEXTSTORE_", "PROM"))}
+        env.update(
+            CONTEXTSTORE_DATABASE_URL=database_url,
+            CONTEXTSTORE_REDIS_URL=redis_url,
+            CONTEXTSTORE_API_KEYS=str(self.keys),
+        )
+        self.env = env
+        self.workers = workers
+        self.log = directory / f"serve-{workers}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def key(self, namespace: str) -> str:
+        return add_key(self.keys, namespace, "agent")[0]
+
+    def __enter__(self) -> Served:
+        command = [sys.executable, "-m", "contextstore", "serve", "--port", str(self.port),
+                   "--workers", str(self.workers), "--no-access-log"]  # fmt: skip
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=log)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            started = self.log.read_text().count("Application startup complete.")
+            if started >= self.workers and _answers(self.url):
+                return self
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.__exit__()
+        raise RuntimeError(f"contextstore serve did not start: {self.log.read_text()[-2000:]}")
+
+    def __exit__(self, *_: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=60)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _work() -> list[tuple[str, Scope]]:
+    return [
+        (item.query, Scope(entity_ids=item.entity_ids, tags=item.tags))
+        for item in load_demo_queries()
+    ]
+
+
+def _latency(bench: Bench, served: Served, url: str) -> tuple[list[float], list[float]]:
+    """(HTTP ms, in-process ms) of interleaved cache-miss runs."""
+    namespace = bench.services.namespace("service-inproc")
+    key = served.key(bench.services.namespace("service-http"))
+    work = _work()
+    http_ms: list[float] = []
+    local_ms: list[float] = []
+    # Without a knowledge base every context is empty, which the guard reports on each run.
+    logging.getLogger("contextstore.guard").setLevel(logging.ERROR)
+    with (
+        connect(url, bench.services.redis_url, namespace) as store,
+        httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {key}"}) as client,
+    ):
+        engine = store.engine(worker="bench")
+        warmup, iterations = 10, bench.pick(60, 300)
+        for i in range(warmup + iterations):
+            query, scope = work[i % len(work)]
+            variant = f"{query} (v{i})"
+            body = {
+                "query": variant,
+                "scope": {"entity_ids": list(scope.entity_ids), "tags": list(scope.tags)},
+            }
+
+            def over_http(payload: dict[str, object] = body) -> None:
+                response = client.post("/v1/run", json=payload)
+                response.raise_for_status()
+
+            def in_process(text: str = variant, where: Scope = scope) -> None:
+                engine.run(text, scope=where)
+
+            pair = [(http_ms, over_http), (local_ms, in_process)]
+            for sink, call in pair if i % 2 else pair[::-1]:
+                took = timed_call_ms(call)
+                if i >= warmup:
+                    sink.append(took)
+            if i % 50 == 0:
+                bench.say(f"HTTP API: latency {i}/{warmup + iterations}")
+    return http_ms, local_ms
+
+
+async def _throughput(served: Served, key: str, seconds: float) -> float:
+    """Runs per second that ``CLIENTS`` concurrent clients get for ``seconds``."""
+    work = _work()
+    done = 0
+    stop_at = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=served.url, headers=headers, limits=limits) as client:
+
+        async def one(worker: int) -> None:
+            nonlocal done
+            i = 0
+            while time.perf_counter() < stop_at:
+                query, scope = work[(worker + i) % len(work)]
+                body = {"query": f"{query} ({worker}.{i})", "scope": {"tags": list(scope.tags)}}
+                response = await client.post("/v1/run", json=body, timeout=60)
+                response.raise_for_status()
+                done += 1
+                i += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(n) for n in range(CLIENTS)))
+        return done / (time.perf_counter() - started)
+
+
+def run(bench: Bench) -> list[Row]:
+    bench.services.require_postgres()
+    bench.services.require_redis()
+    bench.say("HTTP API: preparing the database")
+    url = bench.services.database_url("postgresql", "service")
+    with connect(url, "", "default") as store:
+        store.lessons.import_records(load_lessons())
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="cs-bench-serve-") as scratch:
+        directory = Path(scratch)
+        with Served(directory, url, bench.services.redis_url, 1) as served:
+            http_ms, local_ms = _latency(bench, served, url)
+        for label, fraction in (("p50", 0.5), ("p95", 0.95)):
+            ours, base = percentile(http_ms, fraction), percentile(local_ms, fraction)
+            target, met = ("≤ +1 ms", ours - base <= 1.0) if label == "p50" else ("", None)
+            rows.append(
+                Row(
+                    SECTION,
+                    f"/v1/run over HTTP, cache miss, {label}",
+                    ms(ours),
+                    "the same run in process",
+                    ms(base),
+                    ours / base,
+                    target=target,
+                    met=met,
+                    note=f"HTTP adds {ms(ours - base)}",
+                    values={"http_ms": ours, "in_process_ms": base},
+                )
+            )
+        seconds = bench.pick(3.0, 10.0)
+        rates: dict[int, float] = {}
+        for workers in (1, 2):
+            bench.say(f"HTTP API: {CLIENTS} clients, {workers} worker(s)")
+            with Served(directory, url, bench.services.redis_url, workers) as served:
+                key = served.key(bench.services.namespace(f"service-load{workers}"))
+                rates[workers] = asyncio.run(_throughput(served, key, seconds))
+        for workers, per_second in rates.items():
+            rows.append(
+                Row(
+                    SECTION,
+                    f"{CLIENTS} concurrent clients, {workers} worker{'s' if workers > 1 else ''}",
+                    rate(per_second).replace("/s", "runs/s"),
+                    "1 worker" if workers > 1 else "",
+                    rate(rates[1]).replace("/s", "runs/s") if workers > 1 else "",
+                    per_second / rates[1] if workers > 1 else None,
+                    values={"runs_per_second": per_second},
+                )
+            )
+    return rows
