@@ -5,9 +5,9 @@ metrics rows its runs touch; no request can name another namespace. Lessons belo
 database and are shared by its namespaces (SPEC §11), so the lesson administration and the
 metrics reports go through one store whose repositories filter by the caller's namespace.
 
-Runs go through the engine of the caller's namespace. Lesson administration, metrics reports
-and the readiness checks call the synchronous repositories in a worker thread, so the event
-loop never waits on them.
+Runs go through the engine of the caller's namespace, called in a worker thread (the engine
+and its backends are thread-safe), as do lesson administration, metrics reports and the
+readiness checks: the event loop never waits on a database or Redis.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ def worker_name() -> str:
 class _Namespace:
     store: Store
     engine: ContextEngine
-    lock: threading.Lock
     faults_seen: int = 0
 
 
@@ -98,7 +97,7 @@ class Backends:
             slot = self._namespaces.get(namespace)
             if slot is None:
                 store = connect(config=replace(self.settings.store, namespace=namespace))
-                slot = _Namespace(store, store.engine(worker=self.worker), threading.Lock())
+                slot = _Namespace(store, store.engine(worker=self.worker))
                 self._namespaces[namespace] = slot
             return slot
 
@@ -116,10 +115,9 @@ class Backends:
         def work() -> tuple[ContextResult, float]:
             slot = self._namespace(namespace)
             started = time.perf_counter()
-            with slot.lock:
-                result = slot.engine.run(
-                    query, scope=scope, filters=filters, override_budget=override_budget
-                )
+            result = slot.engine.run(
+                query, scope=scope, filters=filters, override_budget=override_budget
+            )
             return result, time.perf_counter() - started
 
         result, seconds = await run_in_threadpool(work)
