@@ -13,7 +13,7 @@ Domain rules (an entity id's shape, a budget ≥ 1) stay where they are, in the 
 from __future__ import annotations
 
 import inspect
-from datetime import datetime
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, get_type_hints
 
@@ -23,6 +23,7 @@ from starlette.responses import Response
 
 from contextstore.lessons import LessonRecord
 from contextstore.matching import MatchOptions, MatchResult, Scope
+from contextstore.sql.metrics import MetricsRepository
 from contextstore.sql.repository import LessonRepository
 
 STRICT: Final = ConfigDict(extra="forbid", strict=True)
@@ -67,26 +68,47 @@ def as_record(lesson: LessonRecord) -> LessonRecord:
     return LessonRecord(**{name: getattr(lesson, name) for name in fields})
 
 
-def _editable() -> dict[str, Any]:
-    # The content fields ``LessonRepository.update`` takes, typed as ``LessonRecord`` types
-    # them, each optional: the edit body is derived from those two definitions, not copied.
-    hints = get_type_hints(LessonRecord)
-    names = [
-        name
-        for name, parameter in inspect.signature(LessonRepository.update).parameters.items()
-        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
-    ]
-    return {name: (hints[name] | None, None) for name in names if name in hints}
+def keyword_fields(
+    function: Callable[..., Any], *, types: Any = None, exclude: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """``function``'s keyword-only parameters as optional pydantic fields.
+
+    Each is typed as ``function`` annotates it, or as ``types`` (a dataclass) annotates the
+    field of that name. A request model built from them follows the library's signature: a
+    filter added there is a query parameter here, with nothing to copy by hand.
+    """
+    hints = get_type_hints(types if types is not None else function)
+    fields: dict[str, Any] = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        keyword = parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        if keyword and name not in exclude and name in hints:
+            fields[name] = (hints[name] | None, None)
+    return fields
 
 
 if TYPE_CHECKING:
     LessonEdit = BaseModel
+    LessonQuery = BaseModel
+    ReportQuery = BaseModel
 else:
     LessonEdit = create_model(
         "LessonEdit",
         __config__=STRICT,
         __doc__="Content fields to change; absent ones stay. Status has its own endpoints.",
-        **_editable(),
+        **keyword_fields(LessonRepository.update, types=LessonRecord),
+    )
+    # Query strings are text: these two convert ("5" is 5), yet still refuse unknown names.
+    LessonQuery = create_model(
+        "LessonQuery",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="Filters of ``LessonRepository.list``.",
+        **keyword_fields(LessonRepository.list),
+    )
+    ReportQuery = create_model(
+        "ReportQuery",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="Filters of ``MetricsRepository.report``; the namespace is always the key's.",
+        **keyword_fields(MetricsRepository.report, exclude=("namespace",)),
     )
 
 
@@ -96,28 +118,6 @@ class SupersedeRequest(BaseModel):
     model_config = STRICT
 
     superseded_by: str
-
-
-class LessonQuery(BaseModel):
-    """Filters of ``LessonRepository.list``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: str | None = None
-    severity: str | None = None
-    key: str | None = None
-    tag: str | None = None
-    limit: int | None = Field(default=None, ge=0)
-
-
-class ReportQuery(BaseModel):
-    """Filters of ``MetricsRepository.report``; the namespace is always the key's own."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    since: datetime | None = Field(default=None, description="Inclusive, RFC 3339 with offset")
-    until: datetime | None = Field(default=None, description="Exclusive, RFC 3339 with offset")
-    worker_prefix: str | None = None
 
 
 class Health(BaseModel):

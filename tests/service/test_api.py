@@ -7,6 +7,8 @@ namespace isolation, and bad input that names its field and writes nothing.
 from __future__ import annotations
 
 import dataclasses
+import json
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -451,3 +453,25 @@ def test_metrics_report_and_prometheus_count_exactly(
     assert samples[("contextstore_cache_misses_total", ns, None)] == 2
     assert samples[("contextstore_run_seconds_count", ns, None)] == 3
     assert samples[("contextstore_run_seconds_bucket", ns, "+Inf")] == 3
+
+
+def test_access_log_is_one_json_line_per_request_without_secrets(
+    server: Server, fresh_namespace: str
+) -> None:
+    key = server.key(fresh_namespace, "admin")
+    key_id, secret = key.split("_")[1], key.split("_", 2)[2]
+    marker = f"/v1/lessons/log.{uuid.uuid4().hex[:8]}"
+    with server.client(key) as client:
+        assert client.get(marker).status_code == 404
+    deadline = time.monotonic() + 5
+    while marker not in server.log.read_text():
+        assert time.monotonic() < deadline, "no access line"
+        time.sleep(0.05)
+    lines = [json.loads(line) for line in server.log.read_text().splitlines() if marker in line]
+    assert len(lines) == 1
+    entry = lines[0]
+    assert entry["logger"] == "contextstore.service.access"
+    assert (entry["method"], entry["path"], entry["status"]) == ("GET", marker, 404)
+    assert (entry["key_id"], entry["namespace"]) == (key_id, fresh_namespace)
+    assert entry["ms"] >= 0
+    assert secret not in server.log.read_text()
