@@ -23,7 +23,7 @@ from contextstore.apikeys import KeyRing
 from contextstore.service import body, errors
 from contextstore.service.backends import Backends
 from contextstore.service.middleware import AccessLog, Authenticate, BodyLimit, Deadline
-from contextstore.service.routes import agent, lessons, ops
+from contextstore.service.routes import agent, knowledge, lessons, ops
 from contextstore.service.settings import ServiceSettings
 from contextstore.service.telemetry import Telemetry
 
@@ -60,7 +60,7 @@ def build_api(settings: ServiceSettings, telemetry: Telemetry) -> FastAPI:
     )
     api.state.telemetry = telemetry
     errors.install(api)
-    for module in (agent, lessons, ops):
+    for module in (agent, knowledge, lessons, ops):
         api.include_router(module.router)
     body.document(api)
     return api

@@ -28,6 +28,7 @@ from contextstore.engine import ContextEngine, ContextResult
 from contextstore.matching import Scope
 from contextstore.service.settings import ServiceSettings
 from contextstore.service.telemetry import Telemetry
+from contextstore.sql.knowledge import KnowledgeBase
 from contextstore.sql.metrics import MetricsRepository
 from contextstore.sql.repository import LessonRepository
 from contextstore.store import Store, connect
@@ -89,6 +90,10 @@ class Backends:
     async def call(self, work: Callable[[], T]) -> T:
         """``work()`` in a worker thread (blocking repository calls)."""
         return await run_in_threadpool(work)
+
+    def knowledge(self, namespace: str) -> KnowledgeBase:
+        """The documents of ``namespace`` (blocking: call it in a worker thread)."""
+        return self._namespace(namespace).store.knowledge
 
     # -- runs ---------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ import pydantic.dataclasses
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, create_model
 from starlette.responses import Response
 
+from contextstore.knowledge import DocumentInput
 from contextstore.lessons import LessonRecord
 from contextstore.matching import MatchOptions, MatchResult, Scope
 from contextstore.sql.metrics import MetricsRepository
@@ -110,6 +111,21 @@ else:
         __doc__="Filters of ``MetricsRepository.report``; the namespace is always the key's.",
         **keyword_fields(MetricsRepository.report, exclude=("namespace",)),
     )
+
+
+class SearchRequest(BaseModel):
+    """The arguments of ``KnowledgeBase.search`` in the key's namespace."""
+
+    model_config = STRICT
+
+    query: str
+    top_k: int = 5
+    filters: dict[str, Any] | None = None
+
+
+@pydantic.dataclasses.dataclass(config=STRICT, frozen=True)
+class NewDocument(DocumentInput):
+    """A document to store in the key's namespace; a known ``source`` is replaced."""
 
 
 class SupersedeRequest(BaseModel):

@@ -21,7 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contextstore.analysis import RuleBasedQueryAnalyzer
 from contextstore.apikeys import revoke_key
+from contextstore.compose import Chunk
 from contextstore.engine import ContextResult
+from contextstore.knowledge import Document
 from contextstore.lessons import LessonRecord
 from contextstore.sql.report import MetricsReport
 from tests.redis import shared_total
@@ -161,12 +163,16 @@ def test_openapi_document_is_valid_and_follows_the_library_types(agent: httpx.Cl
         "/v1/lessons/{entity_id}/supersede",
         "/v1/lessons/{entity_id}/history",
         "/v1/metrics/report",
+        "/v1/search",
+        "/v1/documents",
+        "/v1/documents/import",
+        "/v1/documents/{source}",
         "/healthz",
         "/readyz",
         "/metrics",
     } <= set(spec["paths"])
     schemas = spec["components"]["schemas"]
-    for library_type in (ContextResult, LessonRecord, MetricsReport):
+    for library_type in (ContextResult, LessonRecord, MetricsReport, Chunk, Document):
         names = {field.name for field in dataclasses.fields(library_type)}
         assert set(schemas[library_type.__name__]["properties"]) == names
     run_body = schemas["RunRequest"]
@@ -475,3 +481,99 @@ def test_access_log_is_one_json_line_per_request_without_secrets(
     assert (entry["key_id"], entry["namespace"]) == (key_id, fresh_namespace)
     assert entry["ms"] >= 0
     assert secret not in server.log.read_text()
+
+
+# -- knowledge ------------------------------------------------------------------------------
+
+RUNBOOK = (
+    "To fail over the primary Postgres cluster, promote the replica with the least lag, "
+    "then repoint the service address and watch the error rate for ten minutes."
+)
+
+
+def test_documents_search_and_runs_use_the_namespace_knowledge(
+    server: Server, admin: httpx.Client, agent: httpx.Client, fresh_namespace: str
+) -> None:
+    added = admin.post(
+        "/v1/documents",
+        json={"source": "runbooks/failover.md", "text": RUNBOOK, "metadata": {"team": "ops"}},
+    )
+    assert added.status_code == 201, added.text
+    document = added.json()
+    assert document["source"] == "runbooks/failover.md"
+    assert document["metadata"] == {"team": "ops"}
+    assert document["chunk_count"] == 1
+    assert admin.get("/v1/documents/runbooks/failover.md").json()["passages"] == [RUNBOOK]
+
+    lines = [
+        {
+            "source": "notes/dns.md",
+            "text": "DNS changes take up to an hour to reach every resolver.",
+        },
+        {"source": "runbooks/failover.md", "text": RUNBOOK, "metadata": {"team": "ops"}},
+    ]
+    body = "\n".join(json.dumps(line) for line in lines) + "\n"
+    imported = admin.post(
+        "/v1/documents/import", content=body, headers={"content-type": "application/x-ndjson"}
+    )
+    assert imported.json() == {"added": 1, "updated": 0, "unchanged": 1}
+    listed = admin.get("/v1/documents").json()
+    assert [d["source"] for d in listed] == ["notes/dns.md", "runbooks/failover.md"]
+    assert [
+        d["source"] for d in admin.get("/v1/documents", params={"prefix": "notes/"}).json()
+    ] == ["notes/dns.md"]
+
+    found = agent.post("/v1/search", json={"query": "fail over postgres replica", "top_k": 3})
+    assert found.status_code == 200, found.text
+    assert [chunk["source"] for chunk in found.json()] == ["runbooks/failover.md"]
+    assert found.json()[0]["text"] == RUNBOOK
+    filtered = agent.post(
+        "/v1/search", json={"query": "fail over postgres", "filters": {"team": "support"}}
+    )
+    assert filtered.json() == []
+
+    run = agent.post("/v1/run", json={"query": "How do I fail over the Postgres replica?"})
+    assert [chunk["source"] for chunk in run.json()["chunks_used"]] == ["runbooks/failover.md"]
+    assert "[Source: runbooks/failover.md]" in run.json()["context"]
+
+    # Another namespace sees none of it.
+    with server.client(server.key(f"{fresh_namespace}-other", "admin")) as other:
+        assert other.post("/v1/search", json={"query": "fail over postgres"}).json() == []
+        assert other.get("/v1/documents").json() == []
+        error(404, "not_found", None, other.delete("/v1/documents/notes/dns.md"))
+
+    assert admin.delete("/v1/documents/notes/dns.md").status_code == 204
+    error(404, "not_found", None, admin.get("/v1/documents/notes/dns.md"))
+
+
+def test_bad_knowledge_input_names_the_field_and_writes_nothing(
+    admin: httpx.Client, agent: httpx.Client
+) -> None:
+    for body, field in [
+        ({"source": "a.md", "text": ""}, "text"),
+        ({"source": "", "text": "some text here"}, "source"),
+        ({"source": "a.md", "text": "some text", "colour": 1}, "colour"),
+        ({"source": "a.md", "text": 5}, "text"),
+        ({"text": "some text"}, "source"),
+    ]:
+        error(422, "invalid", field, admin.post("/v1/documents", json=body))
+    half_bad = b'{"source": "ok.md", "text": "a fine document"}\n{"source": "bad.md"}\n'
+    message = error(
+        422, "invalid", "line 2.text", admin.post("/v1/documents/import", content=half_bad)
+    )
+    assert message
+    not_utf8 = b'{"source": "x.md", "text": "caf\xe9"}\n'
+    error(422, "invalid", "line 1", admin.post("/v1/documents/import", content=not_utf8))
+    assert admin.get("/v1/documents").json() == []
+    error(422, "invalid", "top_k", agent.post("/v1/search", json={"query": "x", "top_k": "5"}))
+    error(422, "invalid", "query", agent.post("/v1/search", json={}))
+    for method, path in [
+        ("GET", "/v1/documents"),
+        ("POST", "/v1/documents"),
+        ("POST", "/v1/documents/import"),
+        ("GET", "/v1/documents/a.md"),
+        ("DELETE", "/v1/documents/a.md"),
+    ]:
+        error(
+            403, "forbidden", None, agent.request(method, path, json={"source": "a", "text": "b"})
+        )
