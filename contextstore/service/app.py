@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp
 
 from contextstore.apikeys import KeyRing
@@ -45,7 +44,7 @@ def build_api(settings: ServiceSettings, telemetry: Telemetry) -> FastAPI:
         try:
             yield
         finally:
-            await run_in_threadpool(backends.close)
+            await backends.aclose()
 
     from contextstore import __version__
 

@@ -5,9 +5,10 @@ metrics rows its runs touch; no request can name another namespace. Lessons belo
 database and are shared by its namespaces (SPEC §11), so the lesson administration and the
 metrics reports go through one store whose repositories filter by the caller's namespace.
 
-Runs go through the engine of the caller's namespace, called in a worker thread (the engine
-and its backends are thread-safe), as do lesson administration, metrics reports and the
-readiness checks: the event loop never waits on a database or Redis.
+Runs and searches go through the async engine and knowledge base of the caller's namespace
+(``connect_async``), on the event loop. Lesson administration, document administration,
+metrics reports and the readiness checks call the synchronous repositories in a worker
+thread, so the event loop never waits on them either.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from starlette.concurrency import run_in_threadpool
 
-from contextstore.engine import ContextEngine, ContextResult
+from contextstore.async_engine import AsyncContextEngine
+from contextstore.async_store import AsyncStore, connect_async
+from contextstore.compose import Chunk
+from contextstore.engine import ContextResult
 from contextstore.matching import Scope
 from contextstore.service.settings import ServiceSettings
 from contextstore.service.telemetry import Telemetry
@@ -43,9 +47,10 @@ def worker_name() -> str:
 
 @dataclass
 class _Namespace:
-    store: Store
-    engine: ContextEngine
+    store: AsyncStore
+    engine: AsyncContextEngine
     faults_seen: int = 0
+    documents: Store | None = None
 
 
 @dataclass(frozen=True)
@@ -91,20 +96,24 @@ class Backends:
         """``work()`` in a worker thread (blocking repository calls)."""
         return await run_in_threadpool(work)
 
-    def knowledge(self, namespace: str) -> KnowledgeBase:
-        """The documents of ``namespace`` (blocking: call it in a worker thread)."""
-        return self._namespace(namespace).store.knowledge
+    def documents(self, namespace: str) -> KnowledgeBase:
+        """The documents of ``namespace`` to administer (blocking: call it in a thread)."""
+        slot = self._namespace(namespace)
+        with self._opening:
+            if slot.documents is None:
+                slot.documents = connect(config=slot.store.config)
+        return slot.documents.knowledge
 
     # -- runs ---------------------------------------------------------------------------
 
     def _namespace(self, namespace: str) -> _Namespace:
-        with self._opening:
-            slot = self._namespaces.get(namespace)
-            if slot is None:
-                store = connect(config=replace(self.settings.store, namespace=namespace))
-                slot = _Namespace(store, store.engine(worker=self.worker))
-                self._namespaces[namespace] = slot
-            return slot
+        slot = self._namespaces.get(namespace)
+        if slot is None:
+            # No I/O here: the store connects, and migrates, on its first use.
+            store = connect_async(config=replace(self.settings.store, namespace=namespace))
+            slot = _Namespace(store, store.engine(worker=self.worker))
+            self._namespaces[namespace] = slot
+        return slot
 
     async def run(
         self,
@@ -115,20 +124,23 @@ class Backends:
         filters: Mapping[str, Any] | None,
         override_budget: int | None,
     ) -> ContextResult:
-        """One engine run in ``namespace``; counted in the telemetry when it succeeds."""
-
-        def work() -> tuple[ContextResult, float]:
-            slot = self._namespace(namespace)
-            started = time.perf_counter()
-            result = slot.engine.run(
+        """One run of the async engine in ``namespace``, counted in the telemetry."""
+        slot = self._namespace(namespace)
+        started = time.perf_counter()
+        try:
+            result = await slot.engine.run(
                 query, scope=scope, filters=filters, override_budget=override_budget
             )
-            return result, time.perf_counter() - started
-
-        result, seconds = await run_in_threadpool(work)
-        self.telemetry.observe_run(namespace, seconds, result.cache_hit)
-        self._count_faults(namespace)
+        finally:
+            self._count_faults(namespace)
+        self.telemetry.observe_run(namespace, time.perf_counter() - started, result.cache_hit)
         return result
+
+    async def search(
+        self, namespace: str, query: str, top_k: int, filters: Mapping[str, Any] | None
+    ) -> list[Chunk]:
+        knowledge = self._namespace(namespace).store.knowledge
+        return await knowledge.search(query, top_k, filters)
 
     def _count_faults(self, namespace: str) -> None:
         slot = self._namespaces.get(namespace)
@@ -164,8 +176,12 @@ class Backends:
             return "down"
         return "ok"
 
-    def close(self) -> None:
-        for slot in self._namespaces.values():
-            slot.store.close()
+    async def aclose(self) -> None:
+        """Close every store (the lifespan's shutdown, once requests in flight are done)."""
+        slots = list(self._namespaces.values())
         self._namespaces.clear()
-        self._shared.close()
+        for slot in slots:
+            await slot.store.aclose()
+            if slot.documents is not None:
+                await run_in_threadpool(slot.documents.close)
+        await run_in_threadpool(self._shared.close)

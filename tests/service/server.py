@@ -15,7 +15,7 @@ import httpx
 from contextstore.apikeys import add_key
 from tests.redis_cluster import free_port
 
-START_TIMEOUT = 60.0
+START_TIMEOUT = 120.0
 STARTED = "Application startup complete."
 
 

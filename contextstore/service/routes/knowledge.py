@@ -52,9 +52,7 @@ async def search(caller: Caller, request: Request) -> Response:
     """Chunks best first (score, then source, then position), as a run retrieves them."""
     body = await parse_body(request, SearchRequest)
     store = backends(request)
-    found = await store.call(
-        lambda: store.knowledge(caller.namespace).search(body.query, body.top_k, body.filters)
-    )
+    found = await store.search(caller.namespace, body.query, body.top_k, body.filters)
     return json_response(Chunks, found)
 
 
@@ -65,7 +63,7 @@ async def list_documents(
     """Documents ordered by source, without their passages."""
     store = backends(request)
     found = await store.call(
-        lambda: store.knowledge(caller.namespace).list(
+        lambda: store.documents(caller.namespace).list(
             filters.prefix, filters.limit, filters.offset
         )
     )
@@ -84,7 +82,7 @@ async def add_document(caller: Admin, request: Request) -> Response:
     body = await parse_body(request, NewDocument)
     store = backends(request)
     added = await store.call(
-        lambda: store.knowledge(caller.namespace).add(body.text, body.source, body.metadata)
+        lambda: store.documents(caller.namespace).add(body.text, body.source, body.metadata)
     )
     return json_response(Document, added, 201)
 
@@ -106,7 +104,7 @@ async def import_documents(caller: Admin, request: Request) -> Response:
     """Idempotent by source and content hash; a bad line refuses the whole body, naming it."""
     lines = (await request.body()).split(b"\n")
     store = backends(request)
-    summary = await store.call(lambda: store.knowledge(caller.namespace).import_jsonl(lines))
+    summary = await store.call(lambda: store.documents(caller.namespace).import_jsonl(lines))
     return json_response(ImportSummary, summary)
 
 
@@ -116,7 +114,7 @@ async def import_documents(caller: Admin, request: Request) -> Response:
 async def get_document(source: str, caller: Admin, request: Request) -> Response:
     """The document with its passages in order."""
     store = backends(request)
-    found = await store.call(lambda: store.knowledge(caller.namespace).get(source))
+    found = await store.call(lambda: store.documents(caller.namespace).get(source))
     return json_response(Document, found)
 
 
@@ -125,5 +123,5 @@ async def get_document(source: str, caller: Admin, request: Request) -> Response
 )
 async def delete_document(source: str, caller: Admin, request: Request) -> Response:
     store = backends(request)
-    await store.call(lambda: store.knowledge(caller.namespace).delete(source))
+    await store.call(lambda: store.documents(caller.namespace).delete(source))
     return Response(status_code=204)
