@@ -75,11 +75,14 @@ class RetrievalConfig:
 class LessonConfig:
     """Lesson selection bounds: at most ``k`` lessons, ``byte_budget`` UTF-8 bytes of forms.
 
-    ``0`` means the matcher's defaults (10 lessons, 4096 bytes).
+    ``0`` means the matcher's defaults (10 lessons, 4096 bytes). ``order`` is the matcher's:
+    ``"severity"`` (default) or ``"relevance"`` (the run's query ranks lessons within one
+    severity); see ``contextstore.matching.match``.
     """
 
     k: int = 0
     byte_budget: int = 0
+    order: str = "severity"
 
 
 @dataclass

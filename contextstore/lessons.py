@@ -57,6 +57,7 @@ class LessonRecord:
             created_at=format_timestamp(self.created_at) if self.created_at else "",
             applies_to=self.applies_to,
             injection_form=self.injection_form,
+            summary=self.summary,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -11,6 +11,23 @@ from typing import Protocol
 
 
 @dataclass(frozen=True)
+class RunTrace:
+    """What one run used: its scope, the lessons it matched and included, its chunks' sources.
+
+    ``lessons_matched`` holds every eligible lesson id (ascending); ``lessons_included`` the
+    included ones in the order the block lists them; ``chunk_sources`` the source of each
+    composed chunk in context order (a source repeats when several of its chunks were used).
+    A row recorded before traces existed reads back with every tuple empty.
+    """
+
+    scope_entity_ids: tuple[str, ...] = ()
+    scope_tags: tuple[str, ...] = ()
+    lessons_matched: tuple[str, ...] = ()
+    lessons_included: tuple[str, ...] = ()
+    chunk_sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class QueryMetric:
     """One row of ``query_metrics``: what one ``ContextEngine.run()`` did.
 
@@ -34,6 +51,7 @@ class QueryMetric:
     cache_hit: bool
     guard_warnings: tuple[str, ...] = ()
     query: str | None = None
+    trace: RunTrace = field(default_factory=RunTrace)
 
 
 class MetricsSink(Protocol):

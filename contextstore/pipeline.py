@@ -35,9 +35,9 @@ from contextstore.config import ContextEngineConfig
 from contextstore.errors import ValidationError
 from contextstore.guard import ContextGuard
 from contextstore.lessons import validate_scope
-from contextstore.matching import Lesson, MatchOptions, MatchResult, Scope, match
+from contextstore.matching import Lesson, MatchOptions, MatchResult, Scope, eligible_ids, match
 from contextstore.matching import render_lesson_block as render
-from contextstore.metrics import QueryMetric
+from contextstore.metrics import QueryMetric, RunTrace
 
 __all__ = [
     "ContextResult",
@@ -187,6 +187,8 @@ class Pipeline:
         self.caching = caching
         self._timer = timer
         self._now = now
+        # A bad LessonConfig.order is refused when the engine is built, not on every run.
+        MatchOptions(order=config.lessons.order)
 
     def run(
         self,
@@ -230,8 +232,9 @@ class Pipeline:
                 to_cache = composition.encode()
         else:
             composition = cached
-        options = MatchOptions(self.config.lessons.k, self.config.lessons.byte_budget)
-        lessons = match(read.candidates, scope, options)
+        settings = self.config.lessons
+        options = MatchOptions(settings.k, settings.byte_budget, settings.order)
+        lessons = match(read.candidates, scope, options, query)
         result = ContextResult(
             context=composition.context,
             lesson_block=render(lessons),
@@ -249,7 +252,8 @@ class Pipeline:
         sample = self.adaptive.sample(
             result.context_length, len(result.chunks_used), result.pipeline_ms, passed
         )
-        summary = yield Write(key, to_cache, sample, self._metric(query, result))
+        trace = _trace(scope, eligible_ids(read.candidates, scope), result)
+        summary = yield Write(key, to_cache, sample, self._metric(query, result, trace))
         if summary is not None:
             self.adaptive.observe(summary)
         return result
@@ -316,7 +320,7 @@ class Pipeline:
         }
         return Composition(budget, composed.text, composed.chunks_used, totals, (), generation)
 
-    def _metric(self, query: str, result: ContextResult) -> QueryMetric:
+    def _metric(self, query: str, result: ContextResult, trace: RunTrace) -> QueryMetric:
         analysis = result.query_analysis
         return QueryMetric(
             recorded_at=self._now(),
@@ -335,7 +339,19 @@ class Pipeline:
             guard_passed=result.guard_passed,
             cache_hit=result.cache_hit,
             guard_warnings=result.guard_warnings,
+            trace=trace,
         )
+
+
+def _trace(scope: Scope, matched: tuple[str, ...], result: ContextResult) -> RunTrace:
+    """What the run used, for its metrics row: scope, lessons matched and included, sources."""
+    return RunTrace(
+        scope_entity_ids=scope.entity_ids,
+        scope_tags=scope.tags,
+        lessons_matched=matched,
+        lessons_included=tuple(item.entity_id for item in result.lessons.included),
+        chunk_sources=tuple(chunk.source for chunk in result.chunks_used),
+    )
 
 
 # The largest budget a metrics row can record (a 32-bit SQL integer).

@@ -9,7 +9,6 @@ position and interpolate here with PostgreSQL's own arithmetic (IEEE doubles,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,40 +17,61 @@ from sqlalchemy.orm import InstrumentedAttribute
 from contextstore.errors import ValidationError
 from contextstore.sql.metric_validation import aware, checked_text
 from contextstore.sql.models import QueryMetricRow
-from contextstore.sql.report import PERCENTILES, MetricsFigures, interpolate
+from contextstore.sql.report import (
+    GROUPINGS,
+    PERCENTILES,
+    MetricsFigures,
+    MetricsFilter,
+    interpolate,
+)
+from contextstore.sql.trace_queries import contains, unnest
 
-__all__ = ["Group", "bucket_index", "filter_conditions", "grouped_figures"]
+__all__ = ["Group", "bucket_index", "filter_conditions", "grouped_figures", "grouping"]
 
 Group = sa.ColumnElement[Any] | InstrumentedAttribute[Any]
 """What rows may be grouped by: a column of ``QueryMetricRow`` or an expression over it."""
 
 
-def filter_conditions(
-    since: datetime | None,
-    until: datetime | None,
-    namespace: str | None,
-    worker_prefix: str | None,
-) -> list[sa.ColumnElement[bool]]:
-    """WHERE clauses for the shared filters, validating them (``ValidationError``)."""
+def filter_conditions(filters: MetricsFilter, dialect: str) -> list[sa.ColumnElement[bool]]:
+    """WHERE clauses for ``filters``, validating them (``ValidationError`` naming the field)."""
     conditions: list[sa.ColumnElement[bool]] = []
-    start = None if since is None else aware("since", since)
-    end = None if until is None else aware("until", until)
+    start = None if filters.since is None else aware("since", filters.since)
+    end = None if filters.until is None else aware("until", filters.until)
     if start is not None and end is not None and start > end:
         raise ValidationError("since", f"is after until ({start} > {end})")
     if start is not None:
         conditions.append(QueryMetricRow.recorded_at >= start)
     if end is not None:
         conditions.append(QueryMetricRow.recorded_at < end)
-    if namespace is not None:
-        conditions.append(
-            QueryMetricRow.namespace
-            == checked_text("namespace", namespace, limit=None, required=False)
-        )
-    if worker_prefix:
-        prefix = checked_text("worker_prefix", worker_prefix, limit=None, required=False)
+    for name in ("namespace", "complexity", "intent"):
+        value = getattr(filters, name)
+        if value is not None:
+            text = checked_text(name, value, limit=None, required=False)
+            conditions.append(getattr(QueryMetricRow, name) == text)
+    if filters.worker_prefix:
+        prefix = checked_text("worker_prefix", filters.worker_prefix, limit=None, required=False)
         # substr rather than LIKE: SQLite's LIKE ignores ASCII case, PostgreSQL's does not.
         conditions.append(sa.func.substr(QueryMetricRow.worker, 1, len(prefix)) == prefix)
+    if filters.cache_hit is not None:
+        if not isinstance(filters.cache_hit, bool):
+            raise ValidationError(
+                "cache_hit", f"must be a bool, got {type(filters.cache_hit).__name__}"
+            )
+        conditions.append(QueryMetricRow.cache_hit.is_(filters.cache_hit))
+    if filters.lesson is not None:
+        lesson = checked_text("lesson", filters.lesson, limit=None, required=True)
+        conditions.append(contains(dialect, QueryMetricRow.lessons_included_ids, lesson))
     return conditions
+
+
+def grouping(dialect: str, by: str) -> tuple[Group, sa.FromClause | None]:
+    """What ``report(by=...)`` groups on, and the FROM it needs (``None``: the table alone)."""
+    if by == "lesson":
+        each = unnest(dialect, QueryMetricRow.lessons_included_ids, "lesson_each")
+        return each.c.value, sa.join(QueryMetricRow, each, sa.true())
+    if by in ("complexity", "intent", "worker"):
+        return getattr(QueryMetricRow, by), None
+    raise ValidationError("by", f"must be one of {', '.join(GROUPINGS)}, got {by!r}")
 
 
 def bucket_index(dialect: str, bucket_seconds: int) -> sa.ColumnElement[int]:
@@ -94,9 +114,11 @@ def grouped_figures(
     connection: sa.Connection,
     conditions: Sequence[sa.ColumnElement[bool]],
     group: Group | None,
+    source: sa.FromClause | None = None,
 ) -> dict[Any, MetricsFigures]:
     """Figures per value of ``group`` (key ``None`` when ungrouped); groups without rows absent.
 
+    ``source`` replaces ``query_metrics`` as the FROM (a join that unnests a trace array).
     Each dialect path is a single statement, so the counts and the percentiles of a group
     always describe the same rows.
     """
@@ -111,6 +133,8 @@ def grouped_figures(
             *_aggregates(group, window=False),
             *[p.label(f"p{i}") for i, p in enumerate(percentiles)],
         ).where(*conditions)
+        if source is not None:
+            statement = statement.select_from(source)
         if group is not None:
             statement = statement.group_by(group)
         results: dict[Any, MetricsFigures] = {}
@@ -119,7 +143,7 @@ def grouped_figures(
                 values = tuple(row[f"p{i}"] for i in range(len(PERCENTILES)))
                 results[row["g"]] = _make_figures(row, values)
         return results
-    return _figures_windowed(connection, conditions, group, key)
+    return _figures_windowed(connection, conditions, group, key, source)
 
 
 def _figures_windowed(
@@ -127,19 +151,19 @@ def _figures_windowed(
     conditions: Sequence[sa.ColumnElement[bool]],
     group: Group | None,
     key: sa.Label[Any],
+    source: sa.FromClause | None,
 ) -> dict[Any, MetricsFigures]:
     """Percentiles without ``percentile_cont``: rank in SQL, fetch only the needed ranks."""
     rank = sa.func.row_number().over(partition_by=group, order_by=QueryMetricRow.response_ms)
-    ranked = (
-        sa.select(
-            key,
-            QueryMetricRow.response_ms.label("v"),
-            (rank - 1).label("rk"),
-            *_aggregates(group, window=True),
-        )
-        .where(*conditions)
-        .subquery()
-    )
+    inner = sa.select(
+        key,
+        QueryMetricRow.response_ms.label("v"),
+        (rank - 1).label("rk"),
+        *_aggregates(group, window=True),
+    ).where(*conditions)
+    if source is not None:
+        inner = inner.select_from(source)
+    ranked = inner.subquery()
     # Rank 0 always, so every non-empty group yields a row carrying its aggregates; then the
     # two ranks around each percentile's position. CAST truncates, i.e. floors (rk ≥ 0).
     wanted = [ranked.c.rk == 0]

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contextstore.errors import ValidationError
-from contextstore.metrics import QueryMetric
+from contextstore.metrics import QueryMetric, RunTrace
 from contextstore.sql.report import COMPLEXITY_ORDER
 
 __all__ = ["aware", "checked_text", "row_values"]
@@ -107,4 +107,29 @@ def row_values(metric: QueryMetric) -> dict[str, Any]:
         if metric.query is None
         else checked_text("query", metric.query, limit=None, required=False)
     )
+    values.update(trace_values(metric.trace))
+    return values
+
+
+# RunTrace field → query_metrics column.
+TRACE_COLUMNS = {
+    "scope_entity_ids": "scope_entity_ids",
+    "scope_tags": "scope_tags",
+    "lessons_matched": "lessons_matched_ids",
+    "lessons_included": "lessons_included_ids",
+    "chunk_sources": "chunk_sources",
+}
+
+
+def trace_values(trace: object) -> dict[str, list[str]]:
+    """The trace's columns as JSON lists; ``ValidationError`` naming ``trace.<field>``."""
+    if not isinstance(trace, RunTrace):
+        raise ValidationError("trace", f"must be a RunTrace, got {type(trace).__name__}")
+    values: dict[str, list[str]] = {}
+    for name, column in TRACE_COLUMNS.items():
+        items = getattr(trace, name)
+        field = f"trace.{name}"
+        if isinstance(items, str) or not isinstance(items, tuple | list):
+            raise ValidationError(field, "must be a tuple of strings")
+        values[column] = [checked_text(field, item, limit=None, required=False) for item in items]
     return values

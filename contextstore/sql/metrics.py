@@ -23,7 +23,12 @@ import sqlalchemy as sa
 from contextstore.errors import BackendUnavailableError, ContextStoreError, ValidationError
 from contextstore.metrics import QueryMetric
 from contextstore.sql.database import autocommit, read_only
-from contextstore.sql.metric_queries import bucket_index, filter_conditions, grouped_figures
+from contextstore.sql.metric_queries import (
+    bucket_index,
+    filter_conditions,
+    grouped_figures,
+    grouping,
+)
 from contextstore.sql.metric_validation import aware, checked_text, row_values
 from contextstore.sql.models import QueryMetricRow
 from contextstore.sql.report import (
@@ -31,17 +36,26 @@ from contextstore.sql.report import (
     EMPTY_FIGURES,
     PERCENTILES,
     ComplexityRow,
+    GroupRow,
+    LessonStats,
+    LessonUsage,
     MetricsFigures,
+    MetricsFilter,
     MetricsReport,
     SeriesPoint,
     figure_fields,
     percentile,
 )
+from contextstore.sql.trace_queries import lesson_usage, unused_lessons
 
 __all__ = [
     "PERCENTILES",
     "ComplexityRow",
+    "GroupRow",
+    "LessonStats",
+    "LessonUsage",
     "MetricsFigures",
+    "MetricsFilter",
     "MetricsReport",
     "MetricsRepository",
     "SeriesPoint",
@@ -158,9 +172,23 @@ class MetricsRepository:
         until: datetime | None = None,
         namespace: str | None = None,
         worker_prefix: str | None = None,
+        complexity: str | None = None,
+        intent: str | None = None,
+        cache_hit: bool | None = None,
+        lesson: str | None = None,
     ) -> int:
         """How many rows match the filters (``0`` when none do)."""
-        conditions = filter_conditions(since, until, namespace, worker_prefix)
+        filters = MetricsFilter(
+            since=since,
+            until=until,
+            namespace=namespace,
+            worker_prefix=worker_prefix,
+            complexity=complexity,
+            intent=intent,
+            cache_hit=cache_hit,
+            lesson=lesson,
+        )
+        conditions = self._conditions(filters)
         statement = sa.select(sa.func.count()).select_from(QueryMetricRow).where(*conditions)
         return int(self._read(lambda connection: connection.execute(statement).scalar_one()))
 
@@ -171,21 +199,45 @@ class MetricsRepository:
         until: datetime | None = None,
         namespace: str | None = None,
         worker_prefix: str | None = None,
+        complexity: str | None = None,
+        intent: str | None = None,
+        cache_hit: bool | None = None,
+        lesson: str | None = None,
+        by: str | None = None,
     ) -> MetricsReport:
-        """Overall and per-complexity figures of the matching rows.
+        """Overall and per-complexity figures of the matching rows, and ``groups`` by ``by``.
 
-        Both sets are read in one transaction (a repeatable snapshot on PostgreSQL, one
-        read transaction on SQLite), so they agree even while agents keep writing. An empty
-        range gives ``runs == 0`` and ``None`` figures (see ``MetricsFigures``).
+        Filters as ``MetricsFilter`` describes them. ``by`` is ``None`` (no groups) or one of
+        ``GROUPINGS``: ``complexity`` (levels in ``low, medium, high`` order, then others
+        alphabetically), or ``intent``, ``worker`` and ``lesson`` (most runs first, then the
+        key); only groups with runs appear. Every set is read in one transaction (a
+        repeatable snapshot on PostgreSQL, one read transaction on SQLite), so they agree
+        even while agents keep writing. An empty range gives ``runs == 0`` and ``None``
+        figures (see ``MetricsFigures``).
         """
-        conditions = filter_conditions(since, until, namespace, worker_prefix)
+        filters = MetricsFilter(
+            since=since,
+            until=until,
+            namespace=namespace,
+            worker_prefix=worker_prefix,
+            complexity=complexity,
+            intent=intent,
+            cache_hit=cache_hit,
+            lesson=lesson,
+        )
+        conditions = self._conditions(filters)
+        dialect = self._engine.dialect.name
+        group_by = None if by is None else grouping(dialect, by)
 
-        def read(connection: sa.Connection) -> tuple[MetricsFigures, dict[Any, MetricsFigures]]:
+        def read(
+            connection: sa.Connection,
+        ) -> tuple[MetricsFigures, dict[Any, MetricsFigures], dict[Any, MetricsFigures]]:
             overall = grouped_figures(connection, conditions, None).get(None, EMPTY_FIGURES)
             grouped = grouped_figures(connection, conditions, QueryMetricRow.complexity)
-            return overall, grouped
+            chosen = {} if group_by is None else grouped_figures(connection, conditions, *group_by)
+            return overall, grouped, chosen
 
-        overall, grouped = self._read(read, snapshot=True)
+        overall, grouped, chosen = self._read(read, snapshot=True)
         levels = list(COMPLEXITY_ORDER) + sorted(set(grouped) - set(COMPLEXITY_ORDER))
         rows = tuple(
             ComplexityRow(complexity=level, **figure_fields(grouped.get(level, EMPTY_FIGURES)))
@@ -199,7 +251,56 @@ class MetricsRepository:
             until=None if until is None else until.astimezone(UTC),
             namespace=namespace,
             worker_prefix=worker_prefix,
+            complexity=complexity,
+            intent=intent,
+            cache_hit=cache_hit,
+            lesson=lesson,
+            by=by,
+            groups=_group_rows(by, chosen),
         )
+
+    def lesson_stats(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        namespace: str | None = None,
+    ) -> LessonStats:
+        """How the runs in the range used each lesson, and which active lessons none used.
+
+        ``since`` (inclusive) and ``until`` (exclusive) are aware instants; ``namespace``
+        ``None`` covers every namespace (lessons are shared by the database's namespaces).
+        Counted in SQL by unnesting the runs' traces; runs recorded before traces existed
+        count in ``runs`` but name no lesson. One snapshot, as ``report``.
+        """
+        filters = MetricsFilter(since=since, until=until, namespace=namespace)
+        conditions = self._conditions(filters)
+        dialect = self._engine.dialect.name
+        count = sa.select(sa.func.count()).select_from(QueryMetricRow).where(*conditions)
+
+        def read(connection: sa.Connection) -> LessonStats:
+            runs = int(connection.execute(count).scalar_one())
+            usage = tuple(
+                LessonUsage(
+                    entity_id=row.entity_id,
+                    status=row.status,
+                    runs_matched=int(row.runs_matched),
+                    runs_included=int(row.runs_included),
+                    last_included_at=row.last_included_at,
+                )
+                for row in connection.execute(lesson_usage(dialect, conditions))
+            )
+            unused = tuple(connection.execute(unused_lessons(dialect, conditions)).scalars())
+            return LessonStats(
+                runs=runs,
+                lessons=usage,
+                unused=unused,
+                since=None if since is None else since.astimezone(UTC),
+                until=None if until is None else until.astimezone(UTC),
+                namespace=namespace,
+            )
+
+        return self._read(read, snapshot=True)
 
     def series(
         self,
@@ -209,6 +310,10 @@ class MetricsRepository:
         until: datetime | None = None,
         namespace: str | None = None,
         worker_prefix: str | None = None,
+        complexity: str | None = None,
+        intent: str | None = None,
+        cache_hit: bool | None = None,
+        lesson: str | None = None,
     ) -> tuple[SeriesPoint, ...]:
         """Figures per time bucket, oldest first (what ``contextstore.plot`` draws).
 
@@ -224,7 +329,17 @@ class MetricsRepository:
             raise ValidationError(
                 "bucket_seconds", f"must be an integer ≥ 1, got {bucket_seconds!r}"
             )
-        conditions = filter_conditions(since, until, namespace, worker_prefix)
+        filters = MetricsFilter(
+            since=since,
+            until=until,
+            namespace=namespace,
+            worker_prefix=worker_prefix,
+            complexity=complexity,
+            intent=intent,
+            cache_hit=cache_hit,
+            lesson=lesson,
+        )
+        conditions = self._conditions(filters)
         bucket = bucket_index(self._engine.dialect.name, bucket_seconds)
         grouped = self._read(lambda connection: grouped_figures(connection, conditions, bucket))
         return tuple(
@@ -237,6 +352,9 @@ class MetricsRepository:
         )
 
     # -- plumbing -----------------------------------------------------------------------
+
+    def _conditions(self, filters: MetricsFilter) -> list[sa.ColumnElement[bool]]:
+        return filter_conditions(filters, self._engine.dialect.name)
 
     def _write(self, work: Callable[[sa.Connection], T], *, single: bool = False) -> T:
         """Run ``work`` in one committed transaction, retrying transient SQLite locks.
@@ -272,6 +390,15 @@ class MetricsRepository:
                     return work(connection)
         except sa.exc.SQLAlchemyError as exc:
             raise _translate(exc) from exc
+
+
+def _group_rows(by: str | None, grouped: dict[Any, MetricsFigures]) -> tuple[GroupRow, ...]:
+    if by == "complexity":
+        known = [level for level in COMPLEXITY_ORDER if level in grouped]
+        keys = known + sorted(set(grouped) - set(COMPLEXITY_ORDER))
+    else:
+        keys = sorted(grouped, key=lambda key: (-grouped[key].runs, key))
+    return tuple(GroupRow(key=str(key), **figure_fields(grouped[key])) for key in keys)
 
 
 def _is_lock(engine: sa.Engine, exc: sa.exc.OperationalError) -> bool:

@@ -34,6 +34,10 @@ ACTOR_LENGTH = 255
 # transaction (migration 0003 explains why). Not a model: it is no part of the data.
 SQLITE_ACTOR_TABLE = "lesson_audit_actor"
 
+# A JSON array of strings: ``jsonb`` on PostgreSQL, so reports unnest it with
+# ``jsonb_array_elements_text``; JSON text on SQLite, unnested with ``json_each``.
+JsonList = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+
 # Portable SQL for the rules of contextstore.lessons.validate_record. ``substr``/``length``
 # rather than LIKE, because SQLite's LIKE is case-insensitive ('TAG:x' must be refused).
 STATUS_CHECK = "status IN ('proposed', 'active', 'retired', 'superseded')"
@@ -173,6 +177,22 @@ class QueryMetricRow(Base):
     guard_passed: Mapped[bool] = mapped_column(sa.Boolean(), nullable=False)
     guard_warnings: Mapped[list[str]] = mapped_column(sa.JSON(), nullable=False)
     cache_hit: Mapped[bool] = mapped_column(sa.Boolean(), nullable=False)
+    # The run's trace (see contextstore.metrics.RunTrace); '[]' on rows older than traces.
+    scope_entity_ids: Mapped[list[str]] = mapped_column(
+        JsonList, nullable=False, server_default=sa.text("'[]'")
+    )
+    scope_tags: Mapped[list[str]] = mapped_column(
+        JsonList, nullable=False, server_default=sa.text("'[]'")
+    )
+    lessons_matched_ids: Mapped[list[str]] = mapped_column(
+        JsonList, nullable=False, server_default=sa.text("'[]'")
+    )
+    lessons_included_ids: Mapped[list[str]] = mapped_column(
+        JsonList, nullable=False, server_default=sa.text("'[]'")
+    )
+    chunk_sources: Mapped[list[str]] = mapped_column(
+        JsonList, nullable=False, server_default=sa.text("'[]'")
+    )
 
     __table_args__ = (
         sa.Index("ix_query_metrics_namespace_recorded_at", "namespace", "recorded_at"),

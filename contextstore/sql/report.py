@@ -23,9 +23,14 @@ from contextstore.analysis import QueryComplexity
 __all__ = [
     "COMPLEXITY_ORDER",
     "EMPTY_FIGURES",
+    "GROUPINGS",
     "PERCENTILES",
     "ComplexityRow",
+    "GroupRow",
+    "LessonStats",
+    "LessonUsage",
     "MetricsFigures",
+    "MetricsFilter",
     "MetricsReport",
     "SeriesPoint",
     "figure_fields",
@@ -38,6 +43,31 @@ PERCENTILES = (0.50, 0.95, 0.99)
 
 COMPLEXITY_ORDER = tuple(level.value for level in QueryComplexity)  # low, medium, high
 """The complexity levels a metric may have, in ``MetricsReport.by_complexity``'s order."""
+
+GROUPINGS = ("complexity", "intent", "worker", "lesson")
+"""What ``MetricsReport.groups`` may group runs by (``report(by=...)``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsFilter:
+    """Which runs a report, a series or lesson statistics cover; every field narrows.
+
+    ``since`` (inclusive) and ``until`` (exclusive) are timezone-aware instants;
+    ``namespace``, ``complexity`` and ``intent`` match exactly; ``worker_prefix`` matches the
+    workers starting with it, case-sensitively (``""`` matches all); ``cache_hit`` keeps the
+    hits (``True``) or the misses (``False``); ``lesson`` keeps the runs whose block included
+    that lesson id (runs recorded before traces existed name no lesson). ``None`` leaves a
+    field unfiltered.
+    """
+
+    since: datetime | None = None
+    until: datetime | None = None
+    namespace: str | None = None
+    worker_prefix: str | None = None
+    complexity: str | None = None
+    intent: str | None = None
+    cache_hit: bool | None = None
+    lesson: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +129,62 @@ class MetricsReport(MetricsFigures):
     until: datetime | None = None
     namespace: str | None = None
     worker_prefix: str | None = None
+    complexity: str | None = None
+    intent: str | None = None
+    cache_hit: bool | None = None
+    lesson: str | None = None
+    by: str | None = None
+    groups: tuple[GroupRow, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupRow(MetricsFigures):
+    """The figures of the runs sharing one value of ``MetricsReport.by``.
+
+    Grouped by ``lesson``, a run counts once in the group of every lesson its block
+    included, and runs that included none are in no group; so the groups' ``runs`` may sum
+    to more or less than the report's.
+    """
+
+    key: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class LessonUsage:
+    """How the selected runs used one lesson.
+
+    ``runs_matched``: runs that found it eligible; ``runs_included``: runs whose block
+    included it; ``last_included_at``: the latest of those (``None`` if never included).
+    ``status`` is the lesson's status now, ``None`` when it has been deleted since.
+    """
+
+    entity_id: str
+    status: str | None
+    runs_matched: int
+    runs_included: int
+    last_included_at: datetime | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class LessonStats:
+    """Per-lesson usage over the selected runs, and the active lessons none of them included.
+
+    ``lessons``: every lesson some selected run matched or included, most included first
+    (then most matched, then entity id). ``unused``: the ids of the lessons active now that
+    no selected run included, ascending. ``runs`` counts the selected runs.
+    """
+
+    runs: int
+    lessons: tuple[LessonUsage, ...]
+    unused: tuple[str, ...]
+    since: datetime | None = None
+    until: datetime | None = None
+    namespace: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: datetimes as ISO 8601 strings."""
+        result: dict[str, Any] = _jsonable(asdict(self))
+        return result
 
 
 EMPTY_FIGURES = MetricsFigures(

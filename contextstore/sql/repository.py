@@ -749,16 +749,16 @@ def _check_rows(session: Session) -> list[UnreadableLesson]:
 # - SQLite: a JSON array unpacked by json_each. SQLite never reorders a CROSS JOIN.
 _CANDIDATES: Final = {
     "postgresql": sa.text(
-        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key "
+        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key, l.summary "
         "FROM lesson_scopes k CROSS JOIN LATERAL ("
-        "SELECT entity_id, severity, injection_form, CASE WHEN isfinite(created_at) "
+        "SELECT entity_id, severity, injection_form, summary, CASE WHEN isfinite(created_at) "
         "AND created_at >= '0001-01-02 00:00:00+00' AND created_at < '9999-12-30 00:00:00+00' "
         "THEN created_at END AS created_at FROM lessons "
         "WHERE entity_id = k.lesson_id AND status = 'active' OFFSET 0) l "
         "WHERE k.scope_key = ANY(CAST(:keys AS text[]))"
     ),
     "sqlite": sa.text(
-        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key "
+        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key, l.summary "
         "FROM lesson_scopes k CROSS JOIN lessons l "
         "WHERE k.scope_key IN (SELECT value FROM json_each(:keys)) "
         "AND l.entity_id = k.lesson_id AND l.status = 'active'"
@@ -767,7 +767,8 @@ _CANDIDATES: Final = {
 
 
 def _select_candidates(connection: sa.Connection, keys: Sequence[str]) -> Sequence[sa.Row[Any]]:
-    """Rows (entity_id, severity, created_at, injection_form, scope_key), one per matched key."""
+    """Rows (entity_id, severity, created_at, injection_form, scope_key, summary), one per
+    matched key."""
     if connection.dialect.name == "postgresql":
         return connection.execute(_CANDIDATES["postgresql"], {"keys": list(keys)}).all()
     return connection.execute(_CANDIDATES["sqlite"], {"keys": json.dumps(list(keys))}).all()
@@ -787,7 +788,7 @@ def _candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
             keys.append(row[4])
     lessons: Lessons = []
     for entity_id in sorted(found):
-        _, severity, created_at, injection_form, _ = found[entity_id]
+        _, severity, created_at, injection_form, _, summary = found[entity_id]
         try:
             created = _rfc3339(created_at)
         except UnreadableRowError as error:
@@ -801,6 +802,7 @@ def _candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
                 created_at=created,
                 applies_to=tuple(sorted(matched[entity_id])),
                 injection_form=injection_form,
+                summary=summary,
             )
         )
     return lessons
