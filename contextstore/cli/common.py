@@ -63,17 +63,19 @@ def table(
     columns: list[str],
     rows: list[list[Any]],
     *,
-    flexible: str | None = None,
+    flexible: str | Sequence[str] | None = None,
     wrap: bool = False,
     compact: bool = False,
 ) -> Table:
     """A Rich table with numeric columns right-aligned and user text never read as markup.
 
     Cells stay on one line while the table fits the terminal. ``flexible`` names the column
-    that gives way first: its cells are cut with an ellipsis, or wrapped when ``wrap`` is set
-    (for prose such as a lesson's detail). When even that is not enough, every column may
-    wrap, so no column is ever squeezed out of sight. ``compact`` drops the vertical borders,
-    for wide reports that should still fit 80 columns.
+    (or columns) that give way first: their cells are cut with an ellipsis, or wrapped when
+    ``wrap`` is set (for prose such as a lesson's detail). Of several, the widest gives way
+    first, and the last named only once the others are down to 12 characters; none below 8.
+    When even that is not enough, every column may wrap, so no column is ever squeezed out
+    of sight. ``compact`` drops the vertical borders, for wide reports that should still fit
+    80 columns.
     """
     result = Table(
         title=title,
@@ -89,9 +91,23 @@ def table(
     ]
     # Borders and padding take three characters a column plus one, or two without borders.
     room = console.width - (2 * len(columns) if compact else 3 * len(columns) + 1)
-    if flexible in columns:
-        index = columns.index(flexible)
-        widths[index] = max(8, min(widths[index], room - (sum(widths) - widths[index])))
+    names = [flexible] if isinstance(flexible, str) else list(flexible or ())
+    give = [columns.index(name) for name in names if name in columns]
+    excess = sum(widths) - room
+    # With several flexible columns, all but the last first give way down to 12 characters,
+    # so the last (an identifier, say) keeps its width as long as possible; then all to 8.
+    stages = [(give[:-1], 12), (give, 8)] if len(give) > 1 else [(give, 8)]
+    for columns_giving, floor in stages:
+        while excess > 0:
+            shrinkable = [index for index in columns_giving if widths[index] > floor]
+            if not shrinkable:
+                break
+            widest = max(shrinkable, key=lambda index: widths[index])
+            runner_up = max((widths[i] for i in shrinkable if i != widest), default=floor)
+            # Cut the widest down to the next one (or the floor), one character when level.
+            step = min(excess, max(1, widths[widest] - max(floor, runner_up)))
+            widths[widest] -= step
+            excess -= step
     fits = sum(widths) <= room
     for index, name in enumerate(columns):
         numeric = bool(rows) and all(
@@ -100,7 +116,7 @@ def table(
         if not fits:
             result.add_column(name, justify="right" if numeric else "left", overflow="fold")
             continue
-        wraps = wrap and name == flexible
+        wraps = wrap and name in names
         result.add_column(
             name,
             justify="right" if numeric else "left",

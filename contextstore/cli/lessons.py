@@ -1,4 +1,5 @@
-"""``contextstore lessons``: administer lessons (add, list, show, status changes, JSON Lines).
+"""``contextstore lessons``: administer lessons (add, list, show, edit, status changes, JSON
+Lines) and see how runs use them (``stats``).
 
 Every command opens the store from ``--database-url`` (else ``CONTEXTSTORE_DATABASE_URL``,
 else ``sqlite:///contextstore.db``), migrating it on first use. A refused input prints one
@@ -7,22 +8,43 @@ else ``sqlite:///contextstore.db``), migrating it on first use. A refused input 
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from contextstore.cli.common import cli_errors, console, console_err, print_json, table
-from contextstore.cli.options import DatabaseUrl, Json, open_store
+from contextstore.cli.common import (
+    EXIT_USAGE,
+    cli_errors,
+    console,
+    console_err,
+    fail,
+    print_json,
+    table,
+)
+from contextstore.cli.options import (
+    AllNamespaces,
+    DatabaseUrl,
+    Json,
+    Namespace,
+    describe_namespace,
+    open_store,
+    report_namespace,
+)
+from contextstore.cli.output import Format, OutputFormat, chosen_format, emit_rows
+from contextstore.cli.times import Since, Until, parse_range
 from contextstore.lessons import LessonRecord, format_timestamp, parse_timestamp, split_jsonl
-from contextstore.sql.repository import LessonEvent, LessonRepository
+from contextstore.sql.report import LessonStats
+from contextstore.sql.repository import UNSET, LessonEvent, LessonRepository
 
 app = typer.Typer(
-    help="Administer lessons: their content, status and history, and JSON Lines in and out.",
+    help="Administer lessons: their content, status and history, JSON Lines in and out, "
+    "and which lessons runs use (stats).",
     no_args_is_help=True,
 )
 
@@ -52,20 +74,9 @@ def _when(moment: datetime | None) -> str:
     return format_timestamp(moment) if moment else "—"
 
 
-def _lessons_table(title: str, records: list[LessonRecord]) -> None:
-    rows: list[list[Any]] = [
-        [
-            r.entity_id,
-            r.status,
-            r.severity,
-            ", ".join(r.applies_to),
-            r.injection_form,
-            _when(r.created_at),
-        ]
-        for r in records
-    ]
-    columns = ["entity_id", "status", "severity", "applies_to", "injection_form", "created_at"]
-    console.print(table(title, columns, rows, flexible="injection_form"))
+# What a lessons table shows: the whole record (created_at, detail, evidence…) goes to plain,
+# CSV and JSON, and ``show`` has every field of one lesson.
+_LIST_COLUMNS = ["entity_id", "status", "severity", "applies_to", "injection_form"]
 
 
 def _show(record: LessonRecord, as_json: bool, events: list[LessonEvent] | None = None) -> None:
@@ -77,6 +88,7 @@ def _show(record: LessonRecord, as_json: bool, events: list[LessonEvent] | None 
         return
     fields = record.to_json()
     fields["applies_to"] = ", ".join(record.applies_to)
+    fields["evidence"] = json.dumps(record.evidence, ensure_ascii=False)
     details = [[name, value] for name, value in fields.items()]
     console.print(table(record.entity_id, ["field", "value"], details, flexible="value", wrap=True))
     if events:
@@ -154,16 +166,31 @@ def list_lessons(
         str | None, typer.Option("--tag", "-t", help="Shorthand for --key tag:X")
     ] = None,
     limit: Annotated[int | None, typer.Option(help="At most this many", min=0)] = None,
+    offset: Annotated[
+        int, typer.Option(help="Skip this many first (with --limit: one page)", min=0)
+    ] = 0,
+    output: Format = None,
     database_url: DatabaseUrl = None,
     as_json: Json = False,
 ) -> None:
-    """List lessons ordered by entity id."""
+    """List lessons ordered by entity id; a table cuts long text, the other formats do not."""
+    fmt = chosen_format(output, as_json)
     with repository(database_url) as lessons:
-        found = lessons.list(status=status, severity=severity, key=key, tag=tag, limit=limit)
-        if as_json:
-            print_json([record.to_json() for record in found])
-        else:
-            _lessons_table(f"{len(found)} lesson(s)", found)
+        found = lessons.list(
+            status=status, severity=severity, key=key, tag=tag, limit=limit, offset=offset
+        )
+    records = [record.to_json() for record in found]
+    shown = f"{len(found)} lesson(s)" + (f" from #{offset + 1}" if offset and found else "")
+    emit_rows(
+        fmt,
+        shown,
+        records,
+        columns=_LIST_COLUMNS,
+        flexible=("injection_form", "applies_to", "entity_id"),
+        empty="no lessons"
+        + (" match these filters" if status or severity or key or tag else "")
+        + (f" after the first {offset}" if offset else ""),
+    )
 
 
 @app.command("show")
@@ -171,6 +198,122 @@ def show(entity_id: str, database_url: DatabaseUrl = None, as_json: Json = False
     """Show one lesson with every field and its audit history."""
     with repository(database_url) as lessons:
         _show(lessons.get(entity_id), as_json, lessons.history(entity_id))
+
+
+@app.command("edit")
+def edit(
+    entity_id: str,
+    form: Annotated[
+        str | None, typer.Option("--form", "-f", help="New injection form (≤ 320 bytes)")
+    ] = None,
+    summary: Annotated[str | None, typer.Option(help="New one-line summary")] = None,
+    detail: Annotated[str | None, typer.Option(help="New longer explanation")] = None,
+    severity: Annotated[str | None, typer.Option(help="critical, warning or info")] = None,
+    keys: Annotated[
+        list[str] | None,
+        typer.Option("--key", "-k", help="Replace every applies-to key with these (repeatable)"),
+    ] = None,
+    no_keys: Annotated[
+        bool, typer.Option("--no-keys", help="Remove every applies-to key (never matched)")
+    ] = False,
+    database_url: DatabaseUrl = None,
+    as_json: Json = False,
+) -> None:
+    """Change a lesson's form, summary, detail, severity or keys; the audit records it."""
+    if keys and no_keys:
+        fail("--key and --no-keys contradict each other", code=EXIT_USAGE)
+    changes: dict[str, Any] = {
+        "injection_form": UNSET if form is None else form,
+        "summary": UNSET if summary is None else summary,
+        "detail": UNSET if detail is None else detail,
+        "severity": UNSET if severity is None else severity,
+        "applies_to": () if no_keys else (tuple(keys) if keys else UNSET),
+    }
+    if all(value is UNSET for value in changes.values()):
+        fail(
+            "nothing to change: give --form, --summary, --detail, --severity, --key or --no-keys",
+            code=EXIT_USAGE,
+        )
+    with repository(database_url) as lessons:
+        _show(lessons.update(entity_id, **changes), as_json)
+
+
+@app.command("stats")
+def stats(
+    since: Since = None,
+    until: Until = None,
+    namespace: Namespace = None,
+    all_namespaces: AllNamespaces = False,
+    output: Format = None,
+    database_url: DatabaseUrl = None,
+    as_json: Json = False,
+) -> None:
+    """Per lesson: the runs that matched and included it, and when last; then the active
+    lessons no run included."""
+    fmt = chosen_format(output, as_json)
+    start, end = parse_range(since, until)
+    chosen = report_namespace(namespace, all_namespaces)
+    with cli_errors(), open_store(database_url, None, None) as store:
+        result = store.metrics.lesson_stats(since=start, until=end, namespace=chosen)
+    if fmt is OutputFormat.JSON:
+        print_json(result.as_dict())
+        return
+    records = _usage_records(result)
+    if fmt is not OutputFormat.TABLE:
+        for record in records:
+            moment = record["last_included_at"]
+            record["last_included_at"] = None if moment is None else format_timestamp(moment)
+        emit_rows(fmt, "", records, empty="")
+        return
+    where = describe_namespace(chosen)
+    if not records:
+        console.print(
+            f"no runs recorded in {where} and no active lesson", highlight=False, markup=False
+        )
+        return
+    title = f"lesson use over {result.runs:,} run(s) in {where}"
+    rows = [
+        {
+            "lesson": record["entity_id"],
+            "status": record["status"],
+            "matched": record["runs_matched"],
+            "included": record["runs_included"],
+            "last included (UTC)": _minute(record["last_included_at"]),
+        }
+        for record in records
+    ]
+    emit_rows(fmt, title, rows, flexible="lesson", empty="")
+
+
+def _minute(moment: datetime | None) -> str | None:
+    return None if moment is None else f"{moment.astimezone(UTC):%Y-%m-%d %H:%M}"
+
+
+def _usage_records(result: LessonStats) -> list[dict[str, Any]]:
+    """One row per lesson used, then one per unused active lesson (both with the same keys)."""
+    records: list[dict[str, Any]] = [
+        {
+            "entity_id": usage.entity_id,
+            "status": usage.status or "deleted",
+            "runs_matched": usage.runs_matched,
+            "runs_included": usage.runs_included,
+            "last_included_at": usage.last_included_at,
+        }
+        for usage in result.lessons
+    ]
+    used = {usage.entity_id for usage in result.lessons}
+    records.extend(
+        {
+            "entity_id": entity_id,
+            "status": "active",
+            "runs_matched": 0,
+            "runs_included": 0,
+            "last_included_at": None,
+        }
+        for entity_id in result.unused
+        if entity_id not in used
+    )
+    return records
 
 
 @app.command("activate")

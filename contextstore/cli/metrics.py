@@ -9,7 +9,6 @@ exits with status 2; a database or file failure exits with status 1.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,10 +27,28 @@ from contextstore.cli.common import (
     print_json,
     table,
 )
-from contextstore.cli.options import DatabaseUrl, Json, open_store
+from contextstore.cli.options import (
+    AllNamespaces,
+    DatabaseUrl,
+    Json,
+    describe_namespace,
+    open_store,
+    report_namespace,
+)
+from contextstore.cli.output import Format, OutputFormat, chosen_format, emit_rows
+from contextstore.cli.times import (
+    DURATION,
+    TIME_HELP,
+    UNITS,
+    Since,
+    Until,
+    parse_range,
+    parse_time,
+    when,
+)
 from contextstore.errors import ContextStoreError, ValidationError
 from contextstore.sql.metrics import MetricsRepository
-from contextstore.sql.report import MetricsFigures, MetricsReport
+from contextstore.sql.report import GROUPINGS, GroupRow, MetricsFigures, MetricsReport
 
 app = typer.Typer(
     help="Inspect the durable per-run metrics (query_metrics): reports, optionally plotted, "
@@ -40,25 +57,17 @@ app = typer.Typer(
 )
 
 
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$", re.IGNORECASE)
-TIME_HELP = "a duration back from now (30m, 1h, 7d, 2w) or an ISO 8601 timestamp (UTC if no offset)"
-
 # Plot bucket sizes to choose from, smallest first; the first giving at most MAX_BUCKETS
 # points over the range wins, so a plot stays legible whatever the range.
 BUCKET_STEPS = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400)
 MAX_BUCKETS = 120
 
-Since = Annotated[
-    str | None,
-    typer.Option("--since", help=f"Only runs recorded at or after this: {TIME_HELP}"),
-]
-Until = Annotated[
-    str | None,
-    typer.Option("--until", help=f"Only runs recorded before this: {TIME_HELP}"),
-]
 NamespaceFilter = Annotated[
-    str | None, typer.Option("--namespace", help="Only this namespace (default: all namespaces)")
+    str | None,
+    typer.Option(
+        "--namespace",
+        help="Only this namespace [env CONTEXTSTORE_NAMESPACE; unset: all namespaces]",
+    ),
 ]
 WorkerPrefix = Annotated[
     str | None,
@@ -68,17 +77,48 @@ WorkerPrefix = Annotated[
 ]
 
 
+Grouping = Annotated[
+    str | None,
+    typer.Option(
+        "--by",
+        help="Also break the runs down by complexity, intent, worker or lesson (included)",
+        show_default=False,
+    ),
+]
+
+
 @app.command("report")
 def report(
     since: Since = None,
     until: Until = None,
     namespace: NamespaceFilter = None,
+    all_namespaces: AllNamespaces = False,
     worker_prefix: WorkerPrefix = None,
+    complexity: Annotated[
+        str | None,
+        typer.Option("--complexity", help="Only runs of this complexity (low, medium, high)"),
+    ] = None,
+    intent: Annotated[str | None, typer.Option("--intent", help="Only runs of this intent")] = None,
+    cache_hit: Annotated[
+        bool | None,
+        typer.Option(
+            "--cache-hit/--no-cache-hit",
+            help="Only cache hits, or only misses (default: both)",
+            show_default=False,
+        ),
+    ] = None,
+    lesson: Annotated[
+        str | None, typer.Option("--lesson", help="Only runs whose lesson block included this id")
+    ] = None,
+    by: Grouping = None,
+    output: Format = None,
     json_output: Json = False,
     plot: Annotated[
         Path | None,
         typer.Option(
-            "--plot", help="Also draw response times, guard failures and lessons to this PNG"
+            "--plot",
+            help="Also draw runs, response times, cache hits, guard failures and lessons to "
+            "this PNG",
         ),
     ] = None,
     bucket: Annotated[
@@ -89,37 +129,55 @@ def report(
     ] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Counts, response-time percentiles, guard-failure and cache-hit rates, lessons."""
-    now = datetime.now(UTC)
-    start = parse_time("--since", since, now)
-    end = parse_time("--until", until, now)
-    if start is not None and end is not None and start > end:
-        fail(f"--since ({_when(start)}) is after --until ({_when(end)})", code=EXIT_USAGE)
+    """Counts, response-time percentiles, guard-failure and cache-hit rates, lessons.
+
+    With --by, a table of the same figures per group; --format plain/csv/json prints just
+    those groups, whole.
+    """
+    fmt = chosen_format(output, json_output)
+    start, end = parse_range(since, until)
+    if by is not None and by not in GROUPINGS:
+        fail(f"--by: expected one of {', '.join(GROUPINGS)}, got {by!r}", code=EXIT_USAGE)
+    if fmt in (OutputFormat.PLAIN, OutputFormat.CSV) and by is None:
+        fail(f"--format {fmt.value} lists groups: add --by", code=EXIT_USAGE)
     bucket_seconds = None if bucket is None else _positive_seconds("--bucket", bucket)
     if plot is not None:
         check_plot_path(plot)
     filters: dict[str, Any] = {
         "since": start,
         "until": end,
-        "namespace": namespace,
+        "namespace": report_namespace(namespace, all_namespaces),
         "worker_prefix": worker_prefix,
+        "complexity": complexity,
+        "intent": intent,
+        "cache_hit": cache_hit,
+        "lesson": lesson,
     }
+    quiet = fmt is not OutputFormat.TABLE
     try:
         with open_store(database_url, None, None) as store:
             repository = store.metrics
-            result = repository.report(**filters)
+            result = repository.report(**filters, by=by)
             if plot is not None:
-                _draw(repository, result, plot, bucket_seconds, filters, quiet=json_output)
+                _draw(repository, result, plot, bucket_seconds, filters, quiet=quiet)
     except ValidationError as exc:
         fail(str(exc), code=EXIT_USAGE)
     except (ContextStoreError, OSError) as exc:
         fail(str(exc), code=EXIT_FAILURE)
-    if json_output:
+    if fmt is OutputFormat.JSON:
         print_json(result.as_dict())
+        return
+    if fmt is not OutputFormat.TABLE:
+        emit_rows(fmt, "", [_group_record(group) for group in result.groups], empty="")
+        return
+    if result.runs == 0:
+        console.print(f"no runs recorded: {_describe(result)}", highlight=False, markup=False)
         return
     console.print(f"[bold]Query metrics[/bold] · {escape(_describe(result))}", highlight=False)
     console.print(overall_table(result))
     console.print(complexity_table(result))
+    if by is not None:
+        console.print(groups_table(result))
 
 
 @app.command("prune")
@@ -179,24 +237,6 @@ def prune(
 
 
 # -- parsing ---------------------------------------------------------------------------------
-
-
-def parse_time(option: str, text: str | None, now: datetime) -> datetime | None:
-    """``now - duration`` for ``30m``/``1h``/``7d``…, else the ISO timestamp; ``None`` stays."""
-    if text is None:
-        return None
-    match = DURATION.match(text)
-    if match:
-        try:
-            return now - timedelta(seconds=int(match.group(1)) * UNITS[match.group(2).lower()])
-        except OverflowError:
-            # Further back than year 1: every row is newer, as for the earliest instant.
-            return datetime.min.replace(tzinfo=UTC)
-    try:
-        moment = datetime.fromisoformat(text.strip())
-        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    except (ValueError, OverflowError):
-        fail(f"{option}: expected {TIME_HELP}, got {text!r}", code=EXIT_USAGE)
 
 
 def _positive_seconds(option: str, text: str) -> int:
@@ -263,9 +303,17 @@ def _draw(
 
 def _describe(result: MetricsReport) -> str:
     parts = [
-        f"namespace {result.namespace!r}" if result.namespace is not None else "all namespaces",
+        describe_namespace(result.namespace),
         f"workers {result.worker_prefix!r}…" if result.worker_prefix else "all workers",
     ]
+    if result.complexity is not None:
+        parts.append(f"complexity {result.complexity!r}")
+    if result.intent is not None:
+        parts.append(f"intent {result.intent!r}")
+    if result.cache_hit is not None:
+        parts.append("cache hits" if result.cache_hit else "cache misses")
+    if result.lesson is not None:
+        parts.append(f"lesson {result.lesson!r} included")
     if result.since is not None:
         parts.append(f"since {result.since:%Y-%m-%d %H:%M:%S}")
     if result.until is not None:
@@ -277,16 +325,37 @@ def _percent(rate: float | None) -> float | None:
     return None if rate is None else 100.0 * rate
 
 
-def _when(moment: datetime | None) -> str | None:
-    return None if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+def _group_record(group: GroupRow) -> dict[str, Any]:
+    record = group.as_dict()
+    return {"key": record.pop("key"), **record}
+
+
+def groups_table(result: MetricsReport) -> Table:
+    """One row per group: runs, p50 and p95, cache hits and guard failures; fits 80 columns."""
+    rows = [
+        [
+            group.key,
+            group.runs,
+            group.p50_ms,
+            group.p95_ms,
+            _percent(group.cache_hit_rate),
+            _percent(group.guard_failure_rate),
+        ]
+        for group in result.groups
+    ]
+    columns = [result.by or "group", "runs", "p50 ms", "p95 ms", "hits %", "guard fail %"]
+    grouped = table(f"By {result.by}", columns, rows, flexible=columns[0], compact=True)
+    for column in grouped.columns[1:]:
+        column.justify = "right"
+    return grouped
 
 
 def overall_table(result: MetricsReport) -> Table:
     """Figure / value rows for the whole selection."""
     rows: list[list[Any]] = [
         ["runs", result.runs],
-        ["first recorded", _when(result.first_recorded_at)],
-        ["last recorded", _when(result.last_recorded_at)],
+        ["first recorded", when(result.first_recorded_at)],
+        ["last recorded", when(result.last_recorded_at)],
         ["response time p50 (ms)", result.p50_ms],
         ["response time p95 (ms)", result.p95_ms],
         ["response time p99 (ms)", result.p99_ms],

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
+from contextstore.cli.common import EXIT_USAGE, fail
+from contextstore.config import ENV_NAMESPACE
 from contextstore.store import Store, connect
 
 DatabaseUrl = Annotated[
@@ -28,6 +31,12 @@ Namespace = Annotated[
     str | None,
     typer.Option("--namespace", help="Namespace \\[env CONTEXTSTORE_NAMESPACE; default 'default']"),
 ]
+AllNamespaces = Annotated[
+    bool,
+    typer.Option(
+        "--all-namespaces", help="Every namespace, even when CONTEXTSTORE_NAMESPACE is set"
+    ),
+]
 Tags = Annotated[list[str] | None, typer.Option("--tag", "-t", help="Scope tag (repeatable)")]
 Entities = Annotated[
     list[str] | None, typer.Option("--entity", "-e", help="Scope entity id (repeatable)")
@@ -47,3 +56,17 @@ def describe_store(store: Store) -> str:
     redis_url = store.config.redis_url
     shared = mask_url(redis_url) if redis_url else "process memory"
     return f"SQL {database} · cache and windows: {shared} · namespace {store.namespace}"
+
+
+def report_namespace(namespace: str | None, all_namespaces: bool) -> str | None:
+    """The namespace a report covers: ``--namespace``, else ``CONTEXTSTORE_NAMESPACE``, else
+    every namespace (``None``); ``--all-namespaces`` always means every namespace."""
+    if all_namespaces:
+        if namespace is not None:
+            fail("--namespace and --all-namespaces contradict each other", code=EXIT_USAGE)
+        return None
+    return namespace if namespace is not None else (os.environ.get(ENV_NAMESPACE) or None)
+
+
+def describe_namespace(namespace: str | None) -> str:
+    return "all namespaces" if namespace is None else f"namespace {namespace!r}"
