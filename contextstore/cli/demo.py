@@ -13,7 +13,15 @@ from rich.table import Table
 from rich.text import Text
 
 from contextstore.budget import BudgetAllocation, ContextBudget, default_token_counter
-from contextstore.cli.common import cli_errors, console, percent, print_json, table
+from contextstore.cli.common import (
+    EXIT_USAGE,
+    cli_errors,
+    console,
+    fail,
+    percent,
+    print_json,
+    table,
+)
 from contextstore.cli.options import (
     DatabaseUrl,
     Entities,
@@ -28,7 +36,15 @@ from contextstore.embedding import HashingEmbedder
 from contextstore.engine import ContextResult
 from contextstore.errors import ValidationError
 from contextstore.lessons import InMemoryLessons, read_jsonl
-from contextstore.matching import MatchOptions, Scope, match, render_lesson_block
+from contextstore.matching import (
+    ORDERS,
+    LessonExplanation,
+    MatchOptions,
+    Scope,
+    explain,
+    match,
+    render_lesson_block,
+)
 from contextstore.sample_data import corpus_lines, load_demo_queries, load_lessons
 from contextstore.sql.repository import ImportSummary
 from contextstore.store import Store
@@ -42,6 +58,21 @@ DEMO_SYSTEM_PROMPT = (
 )
 DEMO_SKILLS_PROMPT = "Tools: search_docs(query), open_ticket(summary), page_oncall(service)."
 SHOWN_CHARACTERS = 900
+
+Order = Annotated[
+    str,
+    typer.Option(
+        "--order",
+        help="Lesson order: severity (severity, newest, id) or relevance (the query's terms "
+        "first within one severity)",
+    ),
+]
+
+
+def _check_order(order: str) -> str:
+    if order not in ORDERS:
+        fail(f"--order: expected one of {', '.join(ORDERS)}, got {order!r}", code=EXIT_USAGE)
+    return order
 
 
 def demo(
@@ -106,6 +137,7 @@ def run(
     budget: Annotated[
         int | None, typer.Option("--budget", help="Context budget in characters", min=1)
     ] = None,
+    order: Order = "severity",
     database_url: DatabaseUrl = None,
     redis_url: RedisUrl = None,
     namespace: Namespace = None,
@@ -116,9 +148,11 @@ def run(
     The sample corpus is loaded into the knowledge base first (unchanged documents skipped).
     """
     scope = Scope(entity_ids=tuple(entity or ()), tags=tuple(tag or ()))
+    _check_order(order)
     with cli_errors(), open_store(database_url, redis_url, namespace) as store:
         _load_sample_corpus(store)
         engine = store.engine(embed_fn=HashingEmbedder())
+        engine.config.lessons.order = order
         result = engine.run(query, scope=scope, override_budget=budget)
     if not as_json:
         _show_result(scope, result, shown_characters=None)
@@ -134,6 +168,7 @@ def run(
             "chunks_used": [chunk.source for chunk in result.chunks_used],
             "lessons_matched": result.lessons.matched_count,
             "lessons_included": result.lessons.included_count,
+            "lessons": [item.entity_id for item in result.lessons.included],
             "guard_passed": result.guard_passed,
             "guard_warnings": list(result.guard_warnings),
             "cache_hit": result.cache_hit,
@@ -149,6 +184,17 @@ def match_command(
     byte_budget: Annotated[
         int, typer.Option("--bytes", help="UTF-8 byte budget for the forms (0: 4096)")
     ] = 0,
+    order: Order = "severity",
+    query: Annotated[
+        str | None,
+        typer.Option("--query", "-q", help="The agent's query (what --order relevance ranks by)"),
+    ] = None,
+    explain_all: Annotated[
+        bool,
+        typer.Option(
+            "--explain", help="Show every candidate: matched keys, rank, and why it was left out"
+        ),
+    ] = False,
     lessons_file: Annotated[
         Path | None,
         typer.Option("--lessons", help="Match against this JSON Lines file instead of the store"),
@@ -158,34 +204,79 @@ def match_command(
 ) -> None:
     """Show which lessons apply to a scope, ranked and bounded, and the block agents get."""
     scope = Scope(entity_ids=tuple(entity or ()), tags=tuple(tag or ()))
-    options = MatchOptions(k, byte_budget)
+    options = MatchOptions(k, byte_budget, _check_order(order))
     with cli_errors():
         if lessons_file is not None:
-            result = match(_read_lessons_file(lessons_file).candidates(scope), scope, options)
+            candidates = _read_lessons_file(lessons_file).candidates(scope)
         else:
             with open_store(database_url, None, None) as store:
-                result = match(store.lessons.candidates(scope), scope, options)
+                candidates = store.lessons.candidates(scope)
+    result = match(candidates, scope, options, query)
     block = render_lesson_block(result)
+    explained = explain(candidates, scope, options, query) if explain_all else ()
     if as_json:
         included = [
             {"entity_id": item.entity_id, "injection_form": item.injection_form}
             for item in result.included
         ]
-        print_json(
-            {
-                "matched_count": result.matched_count,
-                "included_count": result.included_count,
-                "included": included,
-                "block": block,
-            }
-        )
+        data: dict[str, object] = {
+            "matched_count": result.matched_count,
+            "included_count": result.included_count,
+            "included": included,
+            "block": block,
+        }
+        if explain_all:
+            data["explanation"] = [_explanation_json(item) for item in explained]
+        print_json(data)
         return
-    rows = [
-        [rank, item.entity_id, item.injection_form] for rank, item in enumerate(result.included, 1)
-    ]
     title = f"matched {result.matched_count}, showing {result.included_count}"
-    console.print(table(title, ["#", "lesson", "injection form"], rows, flexible="injection form"))
+    if explain_all:
+        console.print(_explanation_table(title, explained))
+    else:
+        rows = [
+            [rank, item.entity_id, item.injection_form]
+            for rank, item in enumerate(result.included, 1)
+        ]
+        console.print(
+            table(title, ["#", "lesson", "injection form"], rows, flexible="injection form")
+        )
     console.print(Panel(Text(block or "(no lesson applies to this scope)"), title="lesson block"))
+
+
+def _explanation_json(item: LessonExplanation) -> dict[str, object]:
+    return {
+        "entity_id": item.entity_id,
+        "matched_keys": list(item.matched_keys),
+        "eligible": item.eligible,
+        "reason": item.reason,
+        "rank": item.rank,
+        "included": item.included,
+        "excluded_by": item.excluded_by,
+        "relevance": item.relevance,
+        "form_bytes": item.form_bytes,
+    }
+
+
+_OUTCOMES = {"k": "out: k reached", "byte_budget": "out: byte budget"}
+
+
+def _explanation_table(title: str, explained: tuple[LessonExplanation, ...]) -> Table:
+    """Every candidate: rank, id, the keys that matched, what happened to it (and its score)."""
+    scored = any(item.relevance is not None for item in explained)
+    rows: list[list[object]] = []
+    for item in explained:
+        if item.included:
+            outcome = "included"
+        elif item.excluded_by is not None:
+            outcome = _OUTCOMES[item.excluded_by]
+        else:
+            outcome = f"no: {item.reason}"
+        row: list[object] = [item.rank, item.entity_id, ", ".join(item.matched_keys), outcome]
+        if scored:
+            row.append(item.relevance)
+        rows.append(row)
+    columns = ["#", "lesson", "matched keys", "outcome"] + (["relevance"] if scored else [])
+    return table(title, columns, rows, flexible=("matched keys", "lesson"), compact=True)
 
 
 def _read_lessons_file(path: Path) -> InMemoryLessons:

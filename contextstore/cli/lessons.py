@@ -266,9 +266,14 @@ def stats(
         emit_rows(fmt, "", records, empty="")
         return
     where = describe_namespace(chosen)
-    if not records:
+    if result.runs == 0:
+        active = len(result.unused)
         console.print(
-            f"no runs recorded in {where} and no active lesson", highlight=False, markup=False
+            f"no runs recorded in {where}{_since_text(start, end)}; "
+            f"{active} active lesson(s), none included",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
         )
         return
     title = f"lesson use over {result.runs:,} run(s) in {where}"
@@ -283,6 +288,12 @@ def stats(
         for record in records
     ]
     emit_rows(fmt, title, rows, flexible="lesson", empty="")
+
+
+def _since_text(start: datetime | None, end: datetime | None) -> str:
+    parts = [f"since {_minute(start)}" if start else "", f"until {_minute(end)}" if end else ""]
+    text = " ".join(part for part in parts if part)
+    return f" {text} UTC" if text else ""
 
 
 def _minute(moment: datetime | None) -> str | None:

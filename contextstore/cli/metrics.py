@@ -191,6 +191,7 @@ def prune(
         ),
     ] = None,
     namespace: NamespaceFilter = None,
+    all_namespaces: AllNamespaces = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only count the rows that would be deleted")
     ] = False,
@@ -203,6 +204,7 @@ def prune(
         fail("--older-than is required, e.g. --older-than 30d", code=EXIT_USAGE)
     cutoff = parse_time("--older-than", older_than, datetime.now(UTC))
     assert cutoff is not None  # a given value always parses to a time or fails
+    namespace = report_namespace(namespace, all_namespaces)
     try:
         with open_store(database_url, None, None) as store:
             if dry_run:
