@@ -25,13 +25,15 @@ P50_COLOUR = "#0072B2"
 P95_COLOUR = "#E69F00"
 P99_COLOUR = "#D55E00"
 GUARD_COLOUR = "#CC79A7"
+RUNS_COLOUR = "#999999"
+CACHE_COLOUR = "#F0E442"
 MATCHED_COLOUR = "#009E73"
 INCLUDED_COLOUR = "#56B4E9"
 
 # Legends sit on the title row, right-aligned (titles are left-aligned), never over the data.
 LEGEND: dict[str, Any] = {"loc": "lower right", "bbox_to_anchor": (1.0, 1.0), "frameon": False}
 
-FIGURE_SIZE_INCHES = (11.0, 10.0)
+FIGURE_SIZE_INCHES = (11.0, 14.0)
 DPI = 110
 
 
@@ -40,8 +42,9 @@ def plot_metrics(
 ) -> Path:
     """Draw ``series`` (from ``MetricsRepository.series``) as a PNG at ``path``; return the path.
 
-    Three panels sharing a UTC time axis: response time p50/p95/p99 (ms), guard failures (% of
-    runs) and lessons matched vs included (mean per run). Each point is one bucket, placed at
+    Five panels sharing a UTC time axis: runs per bucket (bars), response time p50/p95/p99
+    (ms), cache hits (% of runs), guard failures (% of runs) and lessons matched vs included
+    (mean per run). Each point is one bucket, placed at
     the bucket's start; a line breaks where buckets without runs lie between two points. An
     empty series still writes a PNG, with the axes labelled and a "no runs" note.
 
@@ -52,10 +55,23 @@ def plot_metrics(
     points = sorted(series, key=lambda point: point.bucket_start)
     figure = figure_class(figsize=FIGURE_SIZE_INCHES, dpi=DPI, layout="constrained")
     canvas_class(figure)
-    latency, guard, lessons = figure.subplots(3, 1, sharex=True, height_ratios=(1.4, 1, 1))
+    runs, latency, cache, guard, lessons = figure.subplots(
+        5, 1, sharex=True, height_ratios=(0.8, 1.4, 1, 1, 1)
+    )
     figure.suptitle(title or _default_title(points), fontsize=14, fontweight="bold")
 
     times = _with_gaps(points)
+    runs.set_title("Runs per bucket", loc="left")
+    if points:
+        width = timedelta(seconds=points[0].bucket_seconds * 0.8)
+        runs.bar(
+            [point.bucket_start for point in points],
+            [point.runs for point in points],
+            width=width,
+            color=RUNS_COLOUR,
+        )
+    runs.set_ylabel("runs")
+
     latency.set_title("Response time per run", loc="left")
     for label, attribute, colour, style in (
         ("p50 (median)", "p50_ms", P50_COLOUR, "-"),
@@ -65,6 +81,13 @@ def plot_metrics(
         _line(latency, times, [_value(point, attribute) for point in times], style, colour, label)
     latency.set_ylabel("response time (ms)")
     latency.legend(**LEGEND, ncols=3)
+
+    cache.set_title("Cache hits (share of runs served from the context cache)", loc="left")
+    hits = [_percent(point, "cache_hit_rate") for point in times]
+    _line(cache, times, hits, "-", CACHE_COLOUR, "cache hits")
+    cache.set_ylabel("cache hits (%)")
+    cache.set_ylim(0, 100)
+    cache.legend(**LEGEND)
 
     guard.set_title("Guard failures (share of runs whose context failed the guard)", loc="left")
     failures = [_percent(point, "guard_failure_rate") for point in times]
@@ -85,7 +108,7 @@ def plot_metrics(
     lessons.set_xlabel("time (UTC)")
     lessons.legend(**LEGEND, ncols=2)
 
-    for axes in (latency, guard, lessons):
+    for axes in (runs, latency, cache, guard, lessons):
         axes.grid(True, alpha=0.3)
         axes.spines[["top", "right"]].set_visible(False)
         if not points:
@@ -102,7 +125,7 @@ def plot_metrics(
             # Without data the axes' ranges are arbitrary; ticks would only suggest values.
             axes.set_xticks([])
             axes.set_yticks([])
-    for axes in (latency, lessons):
+    for axes in (runs, latency, lessons):
         axes.set_ylim(bottom=0)
     if points:
         # Half a bucket of margin each side: the axis always spans the measured range (a

@@ -74,10 +74,16 @@ def test_plot_draws_the_promised_labels(tmp_path: Path, monkeypatch: pytest.Monk
         original(self, *args, **kwargs)
 
     monkeypatch.setattr(Figure, "savefig", spy)
-    plot_metrics([point(0), point(1)], tmp_path / "labels.png")
+    drawn = [point(0, runs=8), point(1, runs=12)]
+    plot_metrics(drawn, tmp_path / "labels.png")
     (figure,) = saved
-    latency, guard, lessons = figure.axes
+    runs, latency, cache, guard, lessons = figure.axes
+    assert runs.get_ylabel() == "runs"
+    assert [bar.get_height() for bar in runs.patches] == [8, 12]
     assert latency.get_ylabel() == "response time (ms)"
+    assert cache.get_ylabel() == "cache hits (%)"
+    (hits,) = cache.get_lines()
+    assert list(hits.get_ydata()) == [100.0 * p.cache_hit_rate for p in drawn]
     assert guard.get_ylabel() == "guard failures (%)"
     assert lessons.get_xlabel() == "time (UTC)"
     latency_legend, lessons_legend = latency.get_legend(), lessons.get_legend()
