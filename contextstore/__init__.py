@@ -59,14 +59,16 @@ from contextstore.matching import (
     DEFAULT_K,
     MAX_K,
     Lesson,
+    LessonExplanation,
     MatchedLesson,
     MatchOptions,
     MatchResult,
     Scope,
+    explain,
     match,
     render_lesson_block,
 )
-from contextstore.metrics import MemoryMetrics, MetricsSink, QueryMetric
+from contextstore.metrics import MemoryMetrics, MetricsSink, QueryMetric, RunTrace
 from contextstore.redis.cache import AsyncRedisContextCache, RedisContextCache
 from contextstore.redis.windows import AsyncRedisWindows, RedisWindows
 from contextstore.retrieval import InMemoryRetriever, Retriever, VersionedRetriever
@@ -74,7 +76,13 @@ from contextstore.sql.aio import AsyncLessonRepository, AsyncMetricsRepository
 from contextstore.sql.database import migrate
 from contextstore.sql.knowledge import KnowledgeBase
 from contextstore.sql.metrics import MetricsRepository
-from contextstore.sql.report import MetricsReport
+from contextstore.sql.report import (
+    GroupRow,
+    LessonStats,
+    LessonUsage,
+    MetricsFilter,
+    MetricsReport,
+)
 from contextstore.sql.repository import ImportSummary, LessonRepository
 from contextstore.store import Store, connect
 
@@ -116,6 +124,7 @@ __all__ = [
     "ContextStoreError",
     "Document",
     "EqualBudgetAllocation",
+    "GroupRow",
     "GuardConfig",
     "HashingEmbedder",
     "ImportSummary",
@@ -124,15 +133,19 @@ __all__ = [
     "KnowledgeBase",
     "Lesson",
     "LessonConfig",
+    "LessonExplanation",
     "LessonRecord",
     "LessonRepository",
     "LessonSource",
+    "LessonStats",
+    "LessonUsage",
     "MatchOptions",
     "MatchResult",
     "MatchedLesson",
     "MemoryContextCache",
     "MemoryMetrics",
     "MemoryWindows",
+    "MetricsFilter",
     "MetricsReport",
     "MetricsRepository",
     "MetricsSink",
@@ -148,6 +161,7 @@ __all__ = [
     "RetrievalConfig",
     "Retriever",
     "RuleBasedQueryAnalyzer",
+    "RunTrace",
     "Sample",
     "Scope",
     "Store",
@@ -163,6 +177,7 @@ __all__ = [
     "connect",
     "connect_async",
     "default_token_counter",
+    "explain",
     "make_key",
     "match",
     "migrate",

@@ -173,7 +173,7 @@ def list_lessons(
     database_url: DatabaseUrl = None,
     as_json: Json = False,
 ) -> None:
-    """List lessons ordered by entity id; a table cuts long text, the other formats do not."""
+    """List lessons by entity id (a table cuts long text; other formats keep it whole)."""
     fmt = chosen_format(output, as_json)
     with repository(database_url) as lessons:
         found = lessons.list(
@@ -219,7 +219,7 @@ def edit(
     database_url: DatabaseUrl = None,
     as_json: Json = False,
 ) -> None:
-    """Change a lesson's form, summary, detail, severity or keys; the audit records it."""
+    """Change a lesson's form, summary, detail, severity or applies-to keys."""
     if keys and no_keys:
         fail("--key and --no-keys contradict each other", code=EXIT_USAGE)
     changes: dict[str, Any] = {
@@ -248,8 +248,11 @@ def stats(
     database_url: DatabaseUrl = None,
     as_json: Json = False,
 ) -> None:
-    """Per lesson: the runs that matched and included it, and when last; then the active
-    lessons no run included."""
+    """Per lesson, the runs that matched and included it; and the active lessons none used.
+
+    Counted from the runs' traces in SQL. The namespace is --namespace, else
+    CONTEXTSTORE_NAMESPACE, else every namespace (lessons are shared by all of them).
+    """
     fmt = chosen_format(output, as_json)
     start, end = parse_range(since, until)
     chosen = report_namespace(namespace, all_namespaces)
