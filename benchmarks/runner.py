@@ -57,6 +57,16 @@ SECTIONS: dict[str, tuple[str, str, str | None]] = {
     "fleet": ("1, 2, 4 processes on PostgreSQL + Redis", "sec_fleet:run", None),
     "import-sqlite": ("an agent's runs during a 100k-lesson SQLite import", "sec_import:run", None),
     "service": ("/v1/run over HTTP vs in process; 32 clients", "sec_service:run", None),
+    "traces-sqlite": (
+        "lessons stats, report by lesson and the cost of a trace on SQLite",
+        "sec_traces:run",
+        "sqlite",
+    ),
+    "traces-postgres": (
+        "lessons stats, report by lesson and the cost of a trace on PostgreSQL",
+        "sec_traces:run",
+        "postgresql",
+    ),
     "memory-footprint": ("bytes per cached entry vs cachetools", "sec_memory:run_footprint", None),
 }
 

@@ -46,7 +46,7 @@ from contextstore.sql.report import (
     figure_fields,
     percentile,
 )
-from contextstore.sql.trace_queries import lesson_usage, unused_lessons
+from contextstore.sql.trace_queries import lesson_usage
 
 __all__ = [
     "PERCENTILES",
@@ -280,6 +280,7 @@ class MetricsRepository:
 
         def read(connection: sa.Connection) -> LessonStats:
             runs = int(connection.execute(count).scalar_one())
+            rows = connection.execute(lesson_usage(dialect, conditions)).all()
             usage = tuple(
                 LessonUsage(
                     entity_id=row.entity_id,
@@ -288,9 +289,16 @@ class MetricsRepository:
                     runs_included=int(row.runs_included),
                     last_included_at=row.last_included_at,
                 )
-                for row in connection.execute(lesson_usage(dialect, conditions))
+                for row in rows
+                if row.used
             )
-            unused = tuple(connection.execute(unused_lessons(dialect, conditions)).scalars())
+            unused = tuple(
+                sorted(
+                    row.entity_id
+                    for row in rows
+                    if row.status == "active" and not int(row.runs_included)
+                )
+            )
             return LessonStats(
                 runs=runs,
                 lessons=usage,

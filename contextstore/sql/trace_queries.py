@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from contextstore.sql.models import LessonRow, QueryMetricRow
 
-__all__ = ["contains", "lesson_usage", "unnest", "unused_lessons"]
+__all__ = ["contains", "lesson_usage", "unnest"]
 
 
 def unnest(dialect: str, column: Any, name: str) -> sa.FromClause:
@@ -37,59 +37,70 @@ def contains(dialect: str, column: Any, value: str) -> sa.ColumnElement[bool]:
     return sa.exists(sa.select(sa.literal(1)).select_from(each).where(each.c.value == value))
 
 
-def _per_lesson(
-    dialect: str, column: Any, conditions: Sequence[sa.ColumnElement[bool]], name: str
-) -> sa.Subquery:
-    each = unnest(dialect, column, f"{name}_each")
+def _unnested(
+    dialect: str, column: Any, conditions: Sequence[sa.ColumnElement[bool]], included: bool
+) -> sa.Select[Any]:
+    """One row per (selected run, lesson id in ``column``), flagged matched or included."""
+    each = unnest(dialect, column, "included_each" if included else "matched_each")
+    flag = sa.literal(1 if included else 0, sa.Integer())
     return (
         sa.select(
             each.c.value.label("lesson_id"),
-            sa.func.count().label("runs"),
-            sa.func.max(QueryMetricRow.recorded_at).label("last_at"),
+            (1 - flag).label("matched"),
+            flag.label("included"),
+            (QueryMetricRow.recorded_at if included else sa.null()).label("included_at"),
         )
         .select_from(sa.join(QueryMetricRow, each, sa.true()))
         .where(*conditions)
-        .group_by(each.c.value)
-        .subquery(name)
     )
 
 
 def lesson_usage(dialect: str, conditions: Sequence[sa.ColumnElement[bool]]) -> sa.Select[Any]:
-    """(entity_id, status, runs_matched, runs_included, last_included_at) per lesson any
-    selected run matched or included, most included first, then most matched, then id."""
-    matched = _per_lesson(dialect, QueryMetricRow.lessons_matched_ids, conditions, "matched")
-    included = _per_lesson(dialect, QueryMetricRow.lessons_included_ids, conditions, "included")
-    # Both sides of the union: a hand-written row may include a lesson it does not list as
-    # matched; it still counts.
-    ids = sa.union(sa.select(matched.c.lesson_id), sa.select(included.c.lesson_id)).subquery("ids")
-    runs_matched = sa.func.coalesce(matched.c.runs, 0)
-    runs_included = sa.func.coalesce(included.c.runs, 0)
-    return (
+    """Per lesson: ``entity_id``, ``status`` (now; null once deleted), ``runs_matched``,
+    ``runs_included``, ``last_included_at`` and ``used`` (1 when some selected run matched or
+    included it), for every lesson the selected runs name and every active lesson; most
+    included first, then most matched, then entity id.
+
+    One statement, reading the selected rows twice (once per array): the two unnested
+    arrays are stacked and grouped once, and the active lessons missing from that grouping
+    are appended with zero counts.
+    """
+    stacked = sa.union_all(
+        _unnested(dialect, QueryMetricRow.lessons_matched_ids, conditions, included=False),
+        _unnested(dialect, QueryMetricRow.lessons_included_ids, conditions, included=True),
+    ).subquery("stacked")
+    usage = (
         sa.select(
-            ids.c.lesson_id.label("entity_id"),
-            LessonRow.status.label("status"),
-            runs_matched.label("runs_matched"),
-            runs_included.label("runs_included"),
-            included.c.last_at.label("last_included_at"),
+            stacked.c.lesson_id,
+            sa.func.sum(stacked.c.matched).label("runs_matched"),
+            sa.func.sum(stacked.c.included).label("runs_included"),
+            sa.func.max(stacked.c.included_at).label("last_included_at"),
         )
-        .select_from(ids)
-        .outerjoin(matched, matched.c.lesson_id == ids.c.lesson_id)
-        .outerjoin(included, included.c.lesson_id == ids.c.lesson_id)
-        .outerjoin(LessonRow, LessonRow.entity_id == ids.c.lesson_id)
-        .order_by(runs_included.desc(), runs_matched.desc(), ids.c.lesson_id)
+        .group_by(stacked.c.lesson_id)
+        .cte("usage")
     )
-
-
-def unused_lessons(dialect: str, conditions: Sequence[sa.ColumnElement[bool]]) -> sa.Select[Any]:
-    """The ids of the active lessons no selected run included, ascending."""
-    each = unnest(dialect, QueryMetricRow.lessons_included_ids, "used_each")
-    used = (
-        sa.select(sa.literal(1))
-        .select_from(sa.join(QueryMetricRow, each, sa.true()))
-        .where(*conditions, each.c.value == LessonRow.entity_id)
+    used = sa.select(
+        usage.c.lesson_id.label("entity_id"),
+        LessonRow.status.label("status"),
+        usage.c.runs_matched,
+        usage.c.runs_included,
+        sa.type_coerce(usage.c.last_included_at, QueryMetricRow.recorded_at.type).label(
+            "last_included_at"
+        ),
+        sa.literal(1, sa.Integer()).label("used"),
+    ).select_from(usage.outerjoin(LessonRow, LessonRow.entity_id == usage.c.lesson_id))
+    unused = sa.select(
+        LessonRow.entity_id,
+        LessonRow.status,
+        sa.literal(0, sa.Integer()),
+        sa.literal(0, sa.Integer()),
+        sa.null(),
+        sa.literal(0, sa.Integer()),
+    ).where(
+        LessonRow.status == "active",
+        ~sa.exists(sa.select(sa.literal(1)).where(usage.c.lesson_id == LessonRow.entity_id)),
     )
-    return (
-        sa.select(LessonRow.entity_id)
-        .where(LessonRow.status == "active", ~sa.exists(used))
-        .order_by(LessonRow.entity_id)
+    both = sa.union_all(used, unused).subquery("lesson_usage")
+    return sa.select(both).order_by(
+        both.c.runs_included.desc(), both.c.runs_matched.desc(), both.c.entity_id
     )
