@@ -1,7 +1,7 @@
 """Run traces on query_metrics: the scope, the lessons matched and included, chunk sources.
 
 Revision ID: 0005_traces
-Revises: 0004_knowledge
+Revises: 0003_audit
 Create Date: 2026-12-01
 
 Five JSON array columns (``jsonb`` on PostgreSQL, so reports can unnest them with
@@ -19,7 +19,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision: str = "0005_traces"
-down_revision: str | Sequence[str] | None = "0004_knowledge"
+down_revision: str | Sequence[str] | None = "0003_audit"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

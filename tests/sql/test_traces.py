@@ -364,7 +364,7 @@ def test_engine_runs_record_traces_and_stats_count_them_exactly(
 def test_rows_written_before_traces_keep_working_through_upgrade_and_downgrade(
     empty_database_url: str,
 ) -> None:
-    migrate(empty_database_url, "0002")
+    migrate(empty_database_url, "0003_audit")
     engine = create_database_engine(empty_database_url)
     try:
         with engine.begin() as connection:
@@ -391,7 +391,7 @@ def test_rows_written_before_traces_keep_working_through_upgrade_and_downgrade(
                 sa.select(QueryMetricRow.__table__).order_by(QueryMetricRow.id)
             ).first()
             assert old is not None and old.lessons_included_ids == [] and old.chunk_sources == []
-        downgrade(empty_database_url, "0002")
+        downgrade(empty_database_url, "0003_audit")
         engine.dispose()
         with engine.connect() as connection:
             columns = {c["name"] for c in sa.inspect(connection).get_columns("query_metrics")}
