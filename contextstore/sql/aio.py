@@ -35,7 +35,7 @@ from contextstore.matching import Lesson, Scope
 from contextstore.metrics import QueryMetric
 from contextstore.sql.database import _check_sqlite_path, _configure_sqlite, _safe, normalise_url
 from contextstore.sql.knowledge import KnowledgeBase
-from contextstore.sql.metrics import MetricsReport, MetricsRepository
+from contextstore.sql.metrics import LessonStats, MetricsReport, MetricsRepository
 from contextstore.sql.repository import ImportSummary, LessonRepository
 
 __all__ = [
@@ -211,6 +211,10 @@ class AsyncMetricsRepository(_Bridge):
 
     async def report(self, **filters: Any) -> MetricsReport:
         result: MetricsReport = await self._call("report", **filters)
+        return result
+
+    async def lesson_stats(self, **filters: Any) -> LessonStats:
+        result: LessonStats = await self._call("lesson_stats", **filters)
         return result
 
 

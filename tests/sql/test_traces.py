@@ -399,3 +399,36 @@ def test_rows_written_before_traces_keep_working_through_upgrade_and_downgrade(
         assert "lessons_included_ids" not in columns and count == 2
     finally:
         engine.dispose()
+
+
+@pytest.mark.asyncio
+async def test_the_async_engine_records_the_same_traces_and_stats(
+    empty_database_url: str,
+) -> None:
+    from contextstore import connect_async
+    from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
+
+    async with connect_async(empty_database_url, "", "async-traces") as store:
+        await store.lessons.import_records(load_lessons())
+        engine = store.engine(retriever=sample_retriever(), worker="async-w")
+        engine.config.lessons.order = "relevance"
+        included: Counter[str] = Counter()
+        sources = []
+        for item in load_demo_queries()[:6]:
+            result = await engine.run(item.query, scope=item.scope)
+            included.update(lesson.entity_id for lesson in result.lessons.included)
+            sources.append([chunk.source for chunk in result.chunks_used])
+        stats = await store.metrics.lesson_stats(namespace="async-traces")
+    assert stats.runs == 6
+    assert {u.entity_id: u.runs_included for u in stats.lessons if u.runs_included} == dict(
+        included
+    )
+    engine_sql = create_database_engine(empty_database_url)
+    try:
+        with engine_sql.connect() as connection:
+            stored = connection.execute(
+                sa.select(QueryMetricRow.chunk_sources).order_by(QueryMetricRow.id)
+            ).scalars()
+            assert list(stored) == sources
+    finally:
+        engine_sql.dispose()
