@@ -356,6 +356,8 @@ def test_lessons_edit_changes_the_given_fields_only(database: str) -> None:
                 "id:fleet",
                 "--summary",
                 "TLS",
+                "--actor",
+                "alice",
                 "--json",
                 "--database-url",
                 database,
@@ -375,6 +377,15 @@ def test_lessons_edit_changes_the_given_fields_only(database: str) -> None:
     )
     assert edited["detail"] == before["detail"] and edited["created_at"] == before["created_at"]
     assert edited["updated_at"] != before["updated_at"]
+    history = json.loads(
+        ok(run("lessons", "show", "ops.tls", "--json", "--database-url", database)).stdout
+    )["history"]
+    updates = [e for e in history if e["event"] == "update"]
+    assert [e["actor"] for e in updates] == ["alice"]
+    assert updates[0]["changes"]["injection_form"]["new"] == "Rotate TLS certs monthly."
+    assert updates[0]["changes"]["severity"] == {"old": "warning", "new": "critical"}
+    scope_events = [e["changes"] for e in history if e["event"] == "scope"]
+    assert {"added": "tag:web"} in scope_events and {"removed": "tag:ops"} in scope_events
     cleared = json.loads(
         ok(
             run("lessons", "edit", "ops.tls", "--no-keys", "--json", "--database-url", database)

@@ -216,10 +216,11 @@ def edit(
     no_keys: Annotated[
         bool, typer.Option("--no-keys", help="Remove every applies-to key (never matched)")
     ] = False,
+    actor: Actor = None,
     database_url: DatabaseUrl = None,
     as_json: Json = False,
 ) -> None:
-    """Change a lesson's form, summary, detail, severity or applies-to keys."""
+    """Change a lesson's form, summary, detail, severity or applies-to keys (audited)."""
     if keys and no_keys:
         fail("--key and --no-keys contradict each other", code=EXIT_USAGE)
     changes: dict[str, Any] = {
@@ -234,7 +235,7 @@ def edit(
             "nothing to change: give --form, --summary, --detail, --severity, --key or --no-keys",
             code=EXIT_USAGE,
         )
-    with repository(database_url) as lessons:
+    with repository(database_url, actor) as lessons:
         _show(lessons.update(entity_id, **changes), as_json)
 
 
