@@ -207,13 +207,14 @@ class LessonRepository:
         key: str | None = None,
         tag: str | None = None,
         limit: int | None = None,
-        offset: int = 0,
+        offset: int | None = 0,
     ) -> Records:
         """Lessons ordered by entity_id, filtered by exact status, severity and scope key.
 
         ``tag="x"`` is shorthand for ``key="tag:x"``; giving both requires both. ``limit`` of
-        ``None`` means all; ``offset`` skips that many of the ordered, filtered lessons first
-        (a page is ``offset=page * size, limit=size``). A negative limit or offset is refused.
+        ``None`` means all; ``offset`` (``None`` as 0) skips that many of the ordered, filtered
+        lessons first (a page is ``offset=page * size, limit=size``). A negative limit or
+        offset is refused.
         """
         if status is not None and status not in STATUSES:
             raise ValidationError("status", f"{status!r} is not one of {', '.join(STATUSES)}")
@@ -222,6 +223,7 @@ class LessonRepository:
         keys = [validate_scope_key(k) for k in (key, None if tag is None else f"tag:{tag}") if k]
         if limit is not None and limit < 0:
             raise ValidationError("limit", f"must be zero or more, not {limit}")
+        offset = 0 if offset is None else offset
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError("offset", f"must be zero or more, not {offset!r}")
         query = sa.select(LESSONS).limit(limit).offset(offset or None)
