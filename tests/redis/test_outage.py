@@ -82,12 +82,14 @@ def run_outage(
         server.resume()  # the same server, its data intact
     else:
         server.start()  # same port, empty (nothing was saved)
+    # Resumed means both: the fleet's state is shared again and the policy has stopped
+    # routing around Redis. On a loaded machine one late reply can mark Redis down once
+    # more just after it answered, so both are awaited together, within the same bound.
     restarted = time.monotonic()
-    while not shared():
+    while not (shared() and not fault.down):
         step(i)
         i += 1
         assert time.monotonic() - restarted < RESUME_WITHIN, "sharing did not resume"
-    assert not fault.down
 
 
 def test_cache_and_windows_survive_a_redis_crash(
