@@ -258,3 +258,15 @@ class KeyRing:
         if entry is None or not entry.matches(secret):
             return None
         return Principal(key_id=entry.id, namespace=entry.namespace, role=entry.role)
+
+    def lookup(self, key_id: str) -> Principal | None:
+        """The ``Principal`` of the key with this id while it is in the file, else ``None``.
+
+        For callers that verified the key earlier (a console session signed with it): a
+        revoked key is gone from the next call on.
+        """
+        self.reload_if_changed()
+        entry = self._entries.get(key_id)
+        if entry is None:
+            return None
+        return Principal(key_id=entry.id, namespace=entry.namespace, role=entry.role)

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from contextstore.apikeys import KeyRing
+from contextstore.console import build_console, with_console
 from contextstore.service import body, errors
 from contextstore.service.backends import Backends
 from contextstore.service.middleware import AccessLog, Authenticate, BodyLimit, Deadline
@@ -66,9 +67,14 @@ def build_api(settings: ServiceSettings, telemetry: Telemetry) -> FastAPI:
 
 
 def create_app(settings: ServiceSettings | None = None) -> ASGIApp:
-    """The whole service: access log → key check → deadline → body limit → the API."""
+    """The whole service: access log → key check → deadline → body limit → the API.
+
+    The web console (``/`` and ``/console/…``) is its own application beside the API, with
+    its own sign-in instead of the bearer key.
+    """
     settings = settings or ServiceSettings.from_env()
     keys = KeyRing(settings.keys_file)
     api = build_api(settings, Telemetry())
     limited = BodyLimit(api, settings.max_body_bytes)
-    return AccessLog(Authenticate(Deadline(limited, settings.request_timeout), keys))
+    service = Authenticate(Deadline(limited, settings.request_timeout), keys)
+    return AccessLog(with_console(build_console(api, keys, settings), service, settings))

@@ -66,6 +66,7 @@ Lessons = list[Lesson]
 LESSONS: Final = cast(sa.Table, LessonRow.__table__)
 SCOPES: Final = cast(sa.Table, LessonScopeRow.__table__)
 EVENTS: Final = cast(sa.Table, LessonEventRow.__table__)
+MAX_SEARCH_CHARS: Final = 200
 
 # Scope keys are fetched for this many lessons per query (bind-parameter limits).
 _CHUNK = 500
@@ -208,6 +209,7 @@ class LessonRepository:
         tag: str | None = None,
         limit: int | None = None,
         offset: int | None = 0,
+        search: str | None = None,
     ) -> Records:
         """Lessons ordered by entity_id, filtered by exact status, severity and scope key.
 
@@ -215,6 +217,10 @@ class LessonRepository:
         ``None`` means all; ``offset`` (``None`` as 0) skips that many of the ordered, filtered
         lessons first (a page is ``offset=page * size, limit=size``). A negative limit or
         offset is refused.
+        ``search`` keeps the lessons whose entity id, summary, detail or injection form
+        contains it, ignoring case as the database's ``lower()`` does (ASCII letters on
+        SQLite, all letters on PostgreSQL); ``%`` and ``_`` are plain characters. ``None`` or
+        ``""`` keeps all.
         """
         if status is not None and status not in STATUSES:
             raise ValidationError("status", f"{status!r} is not one of {', '.join(STATUSES)}")
@@ -223,6 +229,12 @@ class LessonRepository:
         keys = [validate_scope_key(k) for k in (key, None if tag is None else f"tag:{tag}") if k]
         if limit is not None and limit < 0:
             raise ValidationError("limit", f"must be zero or more, not {limit}")
+        if search is not None and (
+            not isinstance(search, str) or "\x00" in search or len(search) > MAX_SEARCH_CHARS
+        ):
+            raise ValidationError(
+                "search", f"must be text without NUL, at most {MAX_SEARCH_CHARS} characters"
+            )
         offset = 0 if offset is None else offset
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError("offset", f"must be zero or more, not {offset!r}")
@@ -231,6 +243,23 @@ class LessonRepository:
             query = query.where(LESSONS.c.status == status)
         if severity is not None:
             query = query.where(LESSONS.c.severity == severity)
+        if search:
+            # lower() on both sides, so the database folds case the same way for both.
+            escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            pattern = sa.func.lower(sa.literal(f"%{escaped}%", sa.Text()))
+            query = query.where(
+                sa.or_(
+                    *(
+                        sa.func.lower(column).like(pattern, escape="\\")
+                        for column in (
+                            LESSONS.c.entity_id,
+                            LESSONS.c.summary,
+                            LESSONS.c.detail,
+                            LESSONS.c.injection_form,
+                        )
+                    )
+                )
+            )
         for scope_key in keys:
             query = query.where(
                 LESSONS.c.entity_id.in_(

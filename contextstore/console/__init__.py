@@ -1,0 +1,79 @@
+"""The web console: lessons and metrics at a glance, served by ``contextstore serve``.
+
+Server-rendered HTML (Jinja2 templates, inline SVG charts drawn in Python, one stylesheet),
+no build step and no script: every page works with JavaScript off. Everything lives under
+``/console/`` and ``/`` redirects there; all other paths stay the API's. Administrators sign
+in with an admin key (see ``sessions`` for the cookie and the CSRF tokens).
+
+``with_console`` is the one place the service meets it: requests for the console go to the
+console (with the same deadline and body limit as the API), every other request to the API
+stack unchanged, and the lifespan (which opens the stores) to the API, whose stores the
+console then reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from starlette.applications import Starlette
+from starlette.responses import RedirectResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from contextstore.apikeys import KeyRing
+from contextstore.console.pages import lessons, overview, signin
+from contextstore.console.sessions import Signer, load_secret
+from contextstore.console.web import PREFIX, Console
+from contextstore.service.middleware import BodyLimit, Deadline
+from contextstore.service.settings import ServiceSettings
+
+STATIC = Path(__file__).with_name("static")
+
+
+def build_console(api: FastAPI, keys: KeyRing, settings: ServiceSettings) -> Starlette:
+    """The console's application; its pages read the stores the API's lifespan opened."""
+    state = Console(
+        signer=Signer(load_secret(settings.keys_file)),
+        keys=keys,
+        backends=lambda: api.state.backends,
+    )
+    routes = [
+        Route("/", lambda request: RedirectResponse(PREFIX + "/", status_code=303)),
+        Route(PREFIX, lambda request: RedirectResponse(PREFIX + "/", status_code=303)),
+        Route(PREFIX + "/", overview.overview),
+        Route(PREFIX + "/signin", signin.signin_form, methods=["GET"]),
+        Route(PREFIX + "/signin", signin.signin, methods=["POST"]),
+        Route(PREFIX + "/signout", signin.signout, methods=["POST"]),
+        Route(PREFIX + "/lessons", lessons.lessons_list),
+        Route(PREFIX + "/explain", lessons.explain),
+        Route(PREFIX + "/lessons/{entity_id:path}/edit", lessons.edit, methods=["POST"]),
+        Route(
+            PREFIX + "/lessons/{entity_id:path}/{action:str}",
+            lessons.change_status,
+            methods=["POST"],
+        ),
+        Route(PREFIX + "/lessons/{entity_id:path}", lessons.detail),
+        Mount(PREFIX + "/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.state.console = state
+    return app
+
+
+def is_console_path(path: str) -> bool:
+    return path == "/" or path == PREFIX or path.startswith(PREFIX + "/")
+
+
+def with_console(console: ASGIApp, api: ASGIApp, settings: ServiceSettings) -> ASGIApp:
+    """Console paths to ``console`` (behind the deadline and body limit), the rest to ``api``."""
+    guarded = Deadline(BodyLimit(console, settings.max_body_bytes), settings.request_timeout)
+
+    async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and is_console_path(scope["path"]):
+            await guarded(scope, receive, send)
+        else:
+            await api(scope, receive, send)
+
+    return dispatch

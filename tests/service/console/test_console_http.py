@@ -1,0 +1,326 @@
+"""The console over HTTP on a real server (SQLite, and PostgreSQL with Redis): sign-in, the
+session cookie, CSRF, escaping, and pages whose numbers are the reports'."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from html import unescape
+
+import httpx
+import pytest
+
+from contextstore.apikeys import revoke_key
+from contextstore.lessons import LessonRecord
+from contextstore.store import Store, connect
+from tests.factories import make_metric
+from tests.service.console.helpers import browser, csrf_of, sign_in, signed_in
+from tests.service.server import Server
+
+pytestmark = pytest.mark.slow
+
+PAGES = [
+    "/console/",
+    "/console/?range=all",
+    "/console/lessons",
+    "/console/lessons?q=x",
+    "/console/explain?tags=a",
+    "/console/lessons/any.lesson",
+]
+
+
+@pytest.fixture(scope="module")
+def store(server: Server) -> Iterator[Store]:
+    """The server's database, opened directly, to arrange rows and check what was written."""
+    opened = connect(database_url=server.database_url, redis_url="")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def admin_key(server: Server, fresh_namespace: str) -> str:
+    return server.key(fresh_namespace, "admin")
+
+
+@pytest.fixture
+def console(server: Server, admin_key: str) -> Iterator[httpx.Client]:
+    with signed_in(server, admin_key) as client:
+        yield client
+
+
+def new_lesson(store: Store, **fields: object) -> LessonRecord:
+    entity_id = f"console.{uuid.uuid4().hex[:10]}"
+    values: dict[str, object] = {
+        "injection_form": f"Form of {entity_id}.",
+        "status": "active",
+        "applies_to": ("tag:console",),
+        **fields,
+    }
+    return store.lessons.add(LessonRecord(entity_id=entity_id, **values))  # type: ignore[arg-type]
+
+
+def post_form(client: httpx.Client, path: str, **fields: str) -> httpx.Response:
+    return client.post(path, data=fields)
+
+
+# -- sessions ------------------------------------------------------------------------------
+
+
+def test_no_page_without_a_session(server: Server, store: Store) -> None:
+    lesson = new_lesson(store)
+    with browser(server) as anonymous:
+        for path in PAGES:
+            response = anonymous.get(path)
+            assert response.status_code == 303, path
+            assert response.headers["location"] == "/console/signin"
+        for action in ("retire", "activate", "edit"):
+            response = anonymous.post(
+                f"/console/lessons/{lesson.entity_id}/{action}", data={"summary": "changed"}
+            )
+            assert response.status_code == 303
+        forged = browser(server)
+        forged.cookies.set(
+            "contextstore_console", "0123456789ab.1.AAAAAAAAAAAAAAAAAAAAAA." + "A" * 43
+        )
+        assert forged.get("/console/").status_code == 303
+        forged.close()
+    assert store.lessons.get(lesson.entity_id) == lesson
+    assert browser(server).get("/").headers["location"] == "/console/"
+
+
+def test_admin_sign_in_sets_a_strict_http_only_cookie(server: Server, admin_key: str) -> None:
+    with browser(server) as client:
+        response = sign_in(client, admin_key)
+        assert response.status_code == 303
+        cookie = next(
+            value
+            for name, value in response.headers.multi_items()
+            if name == "set-cookie" and value.startswith("contextstore_console=")
+        )
+        attributes = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
+        assert {"httponly", "path", "samesite", "max-age"} <= attributes
+        assert "samesite=strict" in cookie.lower()
+        assert "path=/console" in cookie.lower()
+        assert "secure" not in attributes  # served over plain http here
+        page = client.get("/console/")
+        assert page.status_code == 200
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+        assert page.headers["cache-control"] == "no-store"
+        # The API still wants a bearer key: the console's cookie opens no API route.
+        assert client.get("/v1/lessons").status_code == 401
+
+        out = client.post("/console/signout", data={"csrf": csrf_of(page.text)})
+        assert out.status_code == 303
+        assert out.headers["location"] == "/console/signin"
+        assert client.get("/console/").status_code == 303
+
+
+def test_agent_and_invalid_keys_are_refused_at_sign_in(
+    server: Server, fresh_namespace: str
+) -> None:
+    agent_key = server.key(fresh_namespace, "agent")
+    with browser(server) as client:
+        refused = sign_in(client, agent_key)
+        assert refused.status_code == 403
+        assert "Agent keys cannot sign in" in refused.text
+        assert "contextstore_console=" not in refused.headers.get("set-cookie", "")
+        assert client.get("/console/").status_code == 303
+        wrong = sign_in(client, agent_key[:-4] + "AAAA")
+        assert wrong.status_code == 401
+        assert "That key is not valid." in wrong.text
+        assert sign_in(client, "").status_code == 401
+
+
+def test_sign_in_needs_its_own_csrf_token(server: Server, admin_key: str) -> None:
+    with browser(server) as client:
+        client.get("/console/signin")
+        missing = client.post("/console/signin", data={"key": admin_key})
+        assert missing.status_code == 403
+        forged = client.post("/console/signin", data={"key": admin_key, "csrf": "A" * 43})
+        assert forged.status_code == 403
+    with browser(server) as fresh:  # a token from another browser's form, without its cookie
+        token = csrf_of(browser(server).get("/console/signin").text)
+        assert (
+            fresh.post("/console/signin", data={"key": admin_key, "csrf": token}).status_code == 403
+        )
+        assert fresh.get("/console/").status_code == 303
+
+
+def test_a_revoked_key_ends_its_sessions(server: Server, fresh_namespace: str) -> None:
+    key = server.key(fresh_namespace, "admin")
+    with signed_in(server, key) as client:
+        assert client.get("/console/lessons").status_code == 200
+        revoke_key(server.keys_file, key)
+        assert client.get("/console/lessons").status_code == 303
+
+
+# -- CSRF on every form ----------------------------------------------------------------------
+
+
+def test_forged_or_missing_csrf_tokens_are_refused(
+    server: Server, store: Store, console: httpx.Client, fresh_namespace: str
+) -> None:
+    lesson = new_lesson(store)
+    base = f"/console/lessons/{lesson.entity_id}"
+    with signed_in(server, server.key(fresh_namespace, "admin")) as other:
+        others_token = csrf_of(other.get("/console/").text)
+    for token in (None, "", "A" * 43, others_token):
+        fields = {} if token is None else {"csrf": token}
+        for action, extra in (("retire", {}), ("edit", {"summary": "forged", "severity": "info"})):
+            response = console.post(f"{base}/{action}", data={**fields, **extra})
+            assert response.status_code == 403, (action, token)
+            assert "security token is missing or wrong" in response.text
+        signout = console.post("/console/signout", data=fields)
+        assert signout.status_code == 403
+    assert store.lessons.get(lesson.entity_id) == lesson
+    assert console.get("/console/").status_code == 200  # still signed in
+
+
+# -- lessons ---------------------------------------------------------------------------------
+
+
+def test_lesson_text_is_escaped(store: Store, console: httpx.Client) -> None:
+    hostile = "<script>alert('x')</script>"
+    lesson = new_lesson(store, injection_form=hostile, summary=f"<b>{hostile}</b>")
+    for path in (f"/console/lessons/{lesson.entity_id}", f"/console/lessons?q={lesson.entity_id}"):
+        page = console.get(path)
+        assert page.status_code == 200
+        assert "<script" not in page.text
+        assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in page.text
+    detail = console.get(f"/console/lessons/{lesson.entity_id}").text
+    form = re.search(r'<pre id="injection-form">(.*?)</pre>', detail, re.S)
+    assert form is not None and unescape(form.group(1)) == hostile
+
+
+def test_search_filter_retire_activate_and_edit(store: Store, console: httpx.Client) -> None:
+    marker = uuid.uuid4().hex[:8]
+    found = new_lesson(store, summary=f"Retry with BACKOFF {marker}", severity="warning")
+    other = new_lesson(store, summary=f"unrelated {marker}", severity="info")
+    page = console.get("/console/lessons", params={"q": f"backoff {marker}"})
+    assert page.status_code == 200
+    assert re.findall(r'data-lesson="([^"]+)"', page.text) == [found.entity_id]
+    by_severity = console.get("/console/lessons", params={"q": marker, "severity": "info"})
+    assert re.findall(r'data-lesson="([^"]+)"', by_severity.text) == [other.entity_id]
+    bad = console.get("/console/lessons", params={"status": "gone"})
+    assert bad.status_code == 422
+    assert "status: &#39;gone&#39; is not one of" in bad.text
+
+    base = f"/console/lessons/{found.entity_id}"
+    token = csrf_of(console.get(base).text)
+    retired = console.post(f"{base}/retire", data={"csrf": token})
+    assert retired.status_code == 303
+    assert retired.headers["location"] == f"{base}?done=retired"
+    assert store.lessons.get(found.entity_id).status == "retired"
+    history = console.get(base).text
+    assert re.findall(r"<td>(insert|status)</td><td>(\w*)</td><td>(\w*)</td>", history) == [
+        ("insert", "", "active"),
+        ("status", "active", "retired"),
+    ]
+    assert console.post(f"{base}/activate", data={"csrf": token}).status_code == 303
+    assert store.lessons.get(found.entity_id).status == "active"
+
+    edited = console.post(
+        f"{base}/edit",
+        data={
+            "csrf": token,
+            "severity": "critical",
+            "summary": "Back off",
+            "detail": "line one\r\nline two",
+            "injection_form": "Back off exponentially.",
+            "applies_to": "tag:console\r\nid:billing",
+        },
+    )
+    assert edited.status_code == 303
+    record = store.lessons.get(found.entity_id)
+    assert (record.severity, record.summary, record.detail, record.injection_form) == (
+        "critical",
+        "Back off",
+        "line one\nline two",
+        "Back off exponentially.",
+    )
+    assert record.applies_to == ("tag:console", "id:billing")
+
+    refused = console.post(
+        f"{base}/edit",
+        data={
+            "csrf": token,
+            "severity": "critical",
+            "injection_form": "x" * 321,
+            "applies_to": "tag:console",
+        },
+    )
+    assert refused.status_code == 422
+    assert "injection_form" in refused.text
+    assert store.lessons.get(found.entity_id) == record
+    assert console.post(f"{base}/promote", data={"csrf": token}).status_code == 404
+    assert console.get("/console/lessons/no.such.lesson").status_code == 404
+
+
+def test_explain_ranks_the_active_lessons_of_a_scope(store: Store, console: httpx.Client) -> None:
+    tag = f"t{uuid.uuid4().hex[:8]}"
+    info = new_lesson(store, applies_to=(f"tag:{tag}",), severity="info")
+    critical = new_lesson(store, applies_to=(f"tag:{tag}",), severity="critical")
+    new_lesson(store, applies_to=(f"tag:{tag}",), status="retired")
+    page = console.get("/console/explain", params={"tags": tag})
+    assert page.status_code == 200
+    assert re.findall(r'<tr data-lesson="([^"]+)">', page.text) == [
+        critical.entity_id,
+        info.entity_id,
+    ]
+    assert "2 active lessons match; the block includes 2" in page.text
+
+
+# -- overview ---------------------------------------------------------------------------------
+
+
+def figures(html: str) -> dict[str, str]:
+    return dict(re.findall(r'data-figure="(\w+)" data-value="([^"]*)"', html))
+
+
+def test_overview_shows_the_reports_figures(
+    server: Server, store: Store, console: httpx.Client, admin_key: str, fresh_namespace: str
+) -> None:
+    start = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    rows = [
+        make_metric(
+            start + timedelta(minutes=7 * i),
+            namespace=fresh_namespace,
+            response_ms=float(10 + (i * 37) % 91) + 0.25,
+            cache_hit=i % 3 == 0,
+            guard_passed=i % 5 != 0,
+            complexity=("low", "medium", "high")[i % 3],
+        )
+        for i in range(40)
+    ]
+    store.metrics.record_many(rows)
+    store.metrics.record(make_metric(start, namespace=f"{fresh_namespace}-other", response_ms=9e3))
+    with server.client(admin_key) as api:
+        expected = api.get("/v1/metrics/report").json()
+    page = console.get("/console/", params={"range": "all"})
+    assert page.status_code == 200
+    shown = figures(page.text)
+    assert int(shown["runs"]) == expected["runs"] == 40
+    for name in ("p50_ms", "p95_ms", "p99_ms", "cache_hit_rate", "guard_failure_rate"):
+        assert float(shown[name]) == expected[name], name
+    assert page.text.count('<svg class="chart"') == 4
+    complexity = dict(
+        re.findall(
+            r'<tr data-group="(\w+)">\s*<th scope="row">\w+</th>\s*'
+            r'<td class="n" data-value="(\d+)"',
+            page.text,
+        )
+    )
+    assert complexity == {row["complexity"]: str(row["runs"]) for row in expected["by_complexity"]}
+
+    dated = console.get(
+        "/console/", params={"range": "dates", "since": "2026-03-01", "until": "2026-03-02"}
+    )
+    assert figures(dated.text)["runs"] == "40"
+    empty = console.get("/console/", params={"range": "dates", "since": "2026-03-02"})
+    assert figures(empty.text)["runs"] == "0"
+    assert "no runs" in empty.text
+    bad = console.get("/console/", params={"range": "dates", "since": "March"})
+    assert bad.status_code == 422
+    assert "since: &#39;March&#39; is not a date" in bad.text
