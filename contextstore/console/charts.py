@@ -47,7 +47,7 @@ def nice_ceiling(value: float) -> float:
 
 
 def _number(value: float) -> str:
-    if value == int(value) and abs(value) < 1e15:
+    if math.isfinite(value) and abs(value) < 1e15 and value == int(value):
         return str(int(value))
     return f"{value:.3g}"
 

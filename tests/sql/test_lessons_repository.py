@@ -289,6 +289,30 @@ def test_list_filters(repo: LessonRepository) -> None:
         assert raised.value.field == field
 
 
+def test_list_searches_ids_and_text_ignoring_case(repo: LessonRepository) -> None:
+    repo.add(lesson("billing.retry", summary="Back off on HTTP 429"))
+    repo.add(lesson("search.cache", detail="Use 100% of the_cache", status="retired"))
+    repo.add(lesson("ops.db", injection_form="Check the Billing replica."))
+
+    def ids(**filters: Any) -> list[str]:
+        return [r.entity_id for r in repo.list(**filters)]
+
+    assert ids(search="BILLING") == ["billing.retry", "ops.db"]
+    assert ids(search="http 429") == ["billing.retry"]
+    assert ids(search="100%") == ["search.cache"]
+    assert ids(search="0%") == ["search.cache"]
+    assert ids(search="the_c") == ["search.cache"]
+    assert ids(search="the%c") == []  # % is a character, not a wildcard
+    assert ids(search="th_") == []  # and so is _
+    assert ids(search="billing", status="active") == ["billing.retry", "ops.db"]
+    assert ids(search="cache", status="active") == []
+    assert ids(search="") == ids() == ["billing.retry", "ops.db", "search.cache"]
+    for bad in ("a\x00b", "x" * 201):
+        with pytest.raises(ValidationError) as raised:
+            repo.list(search=bad)
+        assert raised.value.field == "search"
+
+
 def test_list_orders_by_code_point(repo: LessonRepository) -> None:
     for entity_id in ["b", "B", "a", "_x", "Z", "é"]:
         repo.add(lesson(entity_id))
