@@ -72,7 +72,8 @@ def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
 @pytest.fixture(scope="module")
 def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.fail("install Debian's chromium and chromium-driver (.ci/run does)")
+        # A skip; CI, which installs both, turns any skip into a failure.
+        pytest.skip("needs Debian's chromium and chromium-driver (apt-get install …)")
     os.environ["SE_OFFLINE"] = "true"
     os.environ["SE_AVOID_STATS"] = "true"
     from selenium import webdriver
