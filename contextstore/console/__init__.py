@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextstore.apikeys import KeyRing
-from contextstore.console.pages import lessons, overview, signin
+from contextstore.console.pages import documents, lessons, overview, signin
 from contextstore.console.sessions import Signer, load_secret
 from contextstore.console.web import PREFIX, Console
 from contextstore.service.middleware import BodyLimit, Deadline
@@ -55,6 +55,9 @@ def build_console(api: FastAPI, keys: KeyRing, settings: ServiceSettings) -> Sta
             methods=["POST"],
         ),
         Route(PREFIX + "/lessons/{entity_id:path}", lessons.detail),
+        Route(PREFIX + "/documents", documents.documents_list),
+        Route(PREFIX + "/documents/view", documents.view),
+        Route(PREFIX + "/documents/delete", documents.delete, methods=["POST"]),
         Mount(PREFIX + "/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes)

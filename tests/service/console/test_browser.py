@@ -258,6 +258,14 @@ def test_an_administrator_reviews_the_fleet_and_retires_a_lesson(
     assert [row.get_attribute("data-lesson") for row in ranked] == ["search.cache"]
     shoot(driver, "07-scope")
 
+    # The namespace's knowledge documents.
+    with connect(database_url=url, redis_url="", namespace=NAMESPACE) as store:
+        store.knowledge.add("Billing retries back off exponentially.", "docs/billing.md")
+    follow(driver, driver.find_element(By.LINK_TEXT, "Documents"))
+    listed = driver.find_elements(By.CSS_SELECTOR, "#documents tbody tr")
+    assert [row.get_attribute("data-source") for row in listed] == ["docs/billing.md"]
+    shoot(driver, "08-documents")
+
     # Sign out: the session is gone.
     follow(driver, driver.find_element(By.CSS_SELECTOR, "form.signout button"))
     assert driver.current_url == base + "/console/signin"

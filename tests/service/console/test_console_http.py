@@ -28,6 +28,8 @@ PAGES = [
     "/console/lessons?q=x",
     "/console/explain?tags=a",
     "/console/lessons/any.lesson",
+    "/console/documents",
+    "/console/documents/view?source=a",
 ]
 
 
@@ -324,3 +326,52 @@ def test_overview_shows_the_reports_figures(
     bad = console.get("/console/", params={"range": "dates", "since": "March"})
     assert bad.status_code == 422
     assert "since: &#39;March&#39; is not a date" in bad.text
+
+
+# -- knowledge documents ----------------------------------------------------------------------
+
+
+def test_documents_list_search_read_and_delete(
+    server: Server, console: httpx.Client, fresh_namespace: str
+) -> None:
+    with connect(database_url=server.database_url, redis_url="", namespace=fresh_namespace) as own:
+        own.knowledge.add("Invoices are retried three times with backoff.", "docs/billing.md")
+        own.knowledge.add("Search results are cached for <b>five</b> minutes.", "docs/search.md")
+        own.knowledge.add("Runbook for the on-call engineer.", "ops/runbook.md")
+    with connect(database_url=server.database_url, redis_url="", namespace="elsewhere") as other:
+        other.knowledge.add("Invoices elsewhere.", "docs/other.md")
+
+    listed = console.get("/console/documents")
+    assert listed.status_code == 200
+    sources = re.findall(r'<tr data-source="([^"]+)">', listed.text)
+    assert sources == ["docs/billing.md", "docs/search.md", "ops/runbook.md"]
+    by_prefix = console.get("/console/documents", params={"prefix": "docs/"})
+    assert re.findall(r'<tr data-source="([^"]+)">', by_prefix.text) == [
+        "docs/billing.md",
+        "docs/search.md",
+    ]
+    found = console.get("/console/documents", params={"q": "invoices retried"})
+    assert re.findall(r'<tr data-source="([^"]+)">', found.text) == ["docs/billing.md"]
+
+    read = console.get("/console/documents/view", params={"source": "docs/search.md"})
+    assert read.status_code == 200
+    assert "&lt;b&gt;five&lt;/b&gt;" in read.text and "<b>five" not in read.text
+    missing = console.get("/console/documents/view", params={"source": "docs/none.md"})
+    assert missing.status_code == 404
+
+    token = csrf_of(listed.text)
+    forged = console.post(
+        "/console/documents/delete", data={"csrf": "A" * 43, "source": "docs/search.md"}
+    )
+    assert forged.status_code == 403
+    deleted = console.post(
+        "/console/documents/delete", data={"csrf": token, "source": "docs/search.md"}
+    )
+    assert deleted.status_code == 303
+    assert deleted.headers["location"] == "/console/documents?deleted=docs%2Fsearch.md"
+    with connect(database_url=server.database_url, redis_url="", namespace=fresh_namespace) as own:
+        assert [d.source for d in own.knowledge.list()] == ["docs/billing.md", "ops/runbook.md"]
+    again = console.post(
+        "/console/documents/delete", data={"csrf": token, "source": "docs/search.md"}
+    )
+    assert again.status_code == 404
