@@ -67,6 +67,7 @@ SECTIONS: dict[str, tuple[str, str, str | None]] = {
         "sec_traces:run",
         "postgresql",
     ),
+    "console": ("console overview over 1M runs vs the report API", "sec_console:run", None),
     "memory-footprint": ("bytes per cached entry vs cachetools", "sec_memory:run_footprint", None),
 }
 

@@ -170,6 +170,23 @@ class MetricsRepository:
 
     # -- reads --------------------------------------------------------------------------
 
+    def span(
+        self, *, namespace: str | None = None
+    ) -> tuple[datetime, datetime] | tuple[None, None]:
+        """The first and last ``recorded_at`` of a namespace's rows (all rows for ``None``).
+
+        ``(None, None)`` when there are none. Answered from the ``recorded_at`` indexes
+        without reading the rows, so it costs the same at any table size.
+        """
+        conditions = filter_conditions(None, None, namespace, None)
+        statement = sa.select(
+            sa.func.min(QueryMetricRow.recorded_at), sa.func.max(QueryMetricRow.recorded_at)
+        ).where(*conditions)
+        first, last = self._read(lambda connection: connection.execute(statement).one())
+        if first is None or last is None:
+            return None, None
+        return first, last
+
     def count(
         self,
         *,

@@ -596,3 +596,20 @@ def test_an_unreachable_database_is_reported_as_backend_unavailable() -> None:
             metrics.report()
     finally:
         engine.dispose()
+
+
+def test_span_is_the_first_and_last_run_of_a_namespace(metrics: MetricsRepository) -> None:
+    assert metrics.span() == (None, None)
+    early = datetime(2026, 1, 1, 0, 0, 1, 250, tzinfo=UTC)
+    late = datetime(2026, 2, 3, 4, 5, 6, tzinfo=UTC)
+    metrics.record_many(
+        [
+            make_metric(late, namespace="a"),
+            make_metric(early, namespace="a"),
+            make_metric(early - timedelta(days=1), namespace="b"),
+        ]
+    )
+    assert metrics.span(namespace="a") == (early, late)
+    assert metrics.span(namespace="b") == (early - timedelta(days=1),) * 2
+    assert metrics.span() == (early - timedelta(days=1), late)
+    assert metrics.span(namespace="c") == (None, None)

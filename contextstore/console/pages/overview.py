@@ -7,6 +7,7 @@ agree to the last digit, and the database does the counting whatever the number 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,21 +71,27 @@ async def _overview(request: Request, visitor: Visitor) -> Response:
         return render(request, "overview.html", context, status=422, visitor=visitor)
     backends = console(request).backends()
     namespace = visitor.principal.namespace
-
-    def read() -> tuple[MetricsReport, tuple[SeriesPoint, ...], int]:
-        metrics = backends.metrics
-        report = metrics.report(since=chosen.since, until=chosen.until, namespace=namespace)
-        first = chosen.since or report.first_recorded_at
-        last = chosen.until or report.last_recorded_at
-        if chosen.since is not None and chosen.until is None:
-            last = now
-        bucket = bucket_seconds(first, last)
-        series = metrics.series(
-            bucket_seconds=bucket, since=chosen.since, until=chosen.until, namespace=namespace
-        )
-        return report, series, bucket
-
-    report, series, bucket = await backends.call(read)
+    metrics = backends.metrics
+    # The bucket needs the range's ends; open ends are read from the index (instant), so
+    # the report and the series, each a full sort of the range, can then run side by side.
+    # (Two transactions: while agents write, the charts may hold a few runs the tiles do not.)
+    first, last = chosen.since, chosen.until
+    if first is not None and last is None:
+        last = now
+    if first is None:
+        first, last_run = await backends.call(lambda: metrics.span(namespace=namespace))
+        last = last or last_run
+    bucket = bucket_seconds(first, last)
+    report, series = await asyncio.gather(
+        backends.call(
+            lambda: metrics.report(since=chosen.since, until=chosen.until, namespace=namespace)
+        ),
+        backends.call(
+            lambda: metrics.series(
+                bucket_seconds=bucket, since=chosen.since, until=chosen.until, namespace=namespace
+            )
+        ),
+    )
     context = {
         "range": chosen,
         "choices": CHOICES,
