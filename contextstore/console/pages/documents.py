@@ -34,11 +34,11 @@ async def _list(request: Request, visitor: Visitor) -> Response:
     prefix = params.get("prefix", "")
     query = params.get("q", "")
     backends = console(request).backends()
-    knowledge = backends.knowledge(visitor.principal.namespace)
+    namespace = visitor.principal.namespace
     context: dict[str, Any] = {
         "prefix": prefix,
         "q": query,
-        "namespace": visitor.principal.namespace,
+        "namespace": namespace,
         "deleted": params.get("deleted", ""),
         "page_size": PAGE_SIZE,
         "documents": [],
@@ -49,11 +49,13 @@ async def _list(request: Request, visitor: Visitor) -> Response:
     try:
         if query.strip():
             context["results"] = await backends.call(
-                lambda: knowledge.search(query, top_k=SEARCH_RESULTS)
+                lambda: backends.knowledge(namespace).search(query, top_k=SEARCH_RESULTS)
             )
         else:
             found = await backends.call(
-                lambda: knowledge.list(prefix=prefix or None, limit=PAGE_SIZE + 1)
+                lambda: backends.knowledge(namespace).list(
+                    prefix=prefix or None, limit=PAGE_SIZE + 1
+                )
             )
             context.update(documents=found[:PAGE_SIZE], more=len(found) > PAGE_SIZE)
     except ValidationError as exc:
@@ -65,9 +67,9 @@ async def _list(request: Request, visitor: Visitor) -> Response:
 async def _view(request: Request, visitor: Visitor) -> Response:
     source = request.query_params.get("source", "")
     backends = console(request).backends()
-    knowledge = backends.knowledge(visitor.principal.namespace)
+    namespace = visitor.principal.namespace
     try:
-        document = await backends.call(lambda: knowledge.get(source))
+        document = await backends.call(lambda: backends.knowledge(namespace).get(source))
     except NotFoundError:
         return error_page(request, 404, f"There is no document {source!r}.", visitor)
     return render(request, "document.html", {"document": document}, visitor=visitor)
@@ -76,9 +78,9 @@ async def _view(request: Request, visitor: Visitor) -> Response:
 async def _delete(request: Request, visitor: Visitor, fields: dict[str, str]) -> Response:
     source = fields.get("source", "")
     backends = console(request).backends()
-    knowledge = backends.knowledge(visitor.principal.namespace)
+    namespace = visitor.principal.namespace
     try:
-        await backends.call(lambda: knowledge.delete(source))
+        await backends.call(lambda: backends.knowledge(namespace).delete(source))
     except NotFoundError:
         return error_page(request, 404, f"There is no document {source!r}.", visitor)
     response = RedirectResponse(
