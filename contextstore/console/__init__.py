@@ -13,11 +13,13 @@ console then reads.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from fastapi import FastAPI
 from starlette.applications import Starlette
-from starlette.responses import RedirectResponse
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -25,7 +27,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from contextstore.apikeys import KeyRing
 from contextstore.console.pages import documents, lessons, overview, signin
 from contextstore.console.sessions import Signer, load_secret
-from contextstore.console.web import PREFIX, Console
+from contextstore.console.web import PREFIX, Console, error_page
+from contextstore.errors import BackendUnavailableError, ConfigurationError, ContextStoreError
 from contextstore.service.middleware import BodyLimit, Deadline
 from contextstore.service.settings import ServiceSettings
 
@@ -60,9 +63,24 @@ def build_console(api: FastAPI, keys: KeyRing, settings: ServiceSettings) -> Sta
         Route(PREFIX + "/documents/delete", documents.delete, methods=["POST"]),
         Mount(PREFIX + "/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(
+        routes=routes,
+        exception_handlers={ContextStoreError: _unavailable},  # type: ignore[dict-item]
+    )
     app.state.console = state
     return app
+
+
+async def _unavailable(request: Request, exc: ContextStoreError) -> Response:
+    """A database or key file that fails mid-request: a page saying so, not a traceback."""
+    logging.getLogger("contextstore.console").exception("console request failed")
+    status = 503 if isinstance(exc, BackendUnavailableError | ConfigurationError) else 500
+    message = (
+        "The database or the key file cannot be reached; try again shortly."
+        if status == 503
+        else "The request failed; the server's log has the details."
+    )
+    return error_page(request, status, message)
 
 
 def is_console_path(path: str) -> bool:

@@ -56,3 +56,21 @@ def test_console_paths_leave_the_api_alone() -> None:
     assert not any(
         is_console_path(p) for p in ("/v1/lessons", "/healthz", "/metrics", "/consoles", "//")
     )
+
+
+def test_an_unreadable_key_file_answers_503_not_a_traceback(tmp_path: Path) -> None:
+    async def scenario() -> httpx.Response:
+        client, key = _app(tmp_path)
+        async with client:
+            form = await client.get("/console/signin")
+            token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+            assert token is not None
+            signed = await client.post("/console/signin", data={"csrf": token.group(1), "key": key})
+            assert signed.status_code == 303
+            (tmp_path / "keys.json").write_text("{not json")
+            return await client.get("/console/lessons")
+
+    page = asyncio.run(scenario())
+    assert page.status_code == 503
+    assert "The database or the key file cannot be reached" in page.text
+    assert page.headers["content-type"].startswith("text/html")

@@ -49,11 +49,11 @@ async def _list(request: Request, visitor: Visitor) -> Response:
     try:
         if query.strip():
             context["results"] = await backends.call(
-                lambda: backends.knowledge(namespace).search(query, top_k=SEARCH_RESULTS)
+                lambda: backends.documents(namespace).search(query, top_k=SEARCH_RESULTS)
             )
         else:
             found = await backends.call(
-                lambda: backends.knowledge(namespace).list(
+                lambda: backends.documents(namespace).list(
                     prefix=prefix or None, limit=PAGE_SIZE + 1
                 )
             )
@@ -69,7 +69,7 @@ async def _view(request: Request, visitor: Visitor) -> Response:
     backends = console(request).backends()
     namespace = visitor.principal.namespace
     try:
-        document = await backends.call(lambda: backends.knowledge(namespace).get(source))
+        document = await backends.call(lambda: backends.documents(namespace).get(source))
     except NotFoundError:
         return error_page(request, 404, f"There is no document {source!r}.", visitor)
     return render(request, "document.html", {"document": document}, visitor=visitor)
@@ -80,7 +80,7 @@ async def _delete(request: Request, visitor: Visitor, fields: dict[str, str]) ->
     backends = console(request).backends()
     namespace = visitor.principal.namespace
     try:
-        await backends.call(lambda: backends.knowledge(namespace).delete(source))
+        await backends.call(lambda: backends.documents(namespace).delete(source))
     except NotFoundError:
         return error_page(request, 404, f"There is no document {source!r}.", visitor)
     response = RedirectResponse(
