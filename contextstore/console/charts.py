@@ -36,14 +36,20 @@ class Series:
 
 
 def nice_ceiling(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 × 10ⁿ that is ≥ ``value`` (1 for values ≤ 0 or not finite)."""
+    """The smallest of 1, 2, 2.5, 5 × 10ⁿ that is ≥ ``value`` (1 for values ≤ 0 or not finite).
+
+    Always positive and finite, so it can divide.
+    """
     if not math.isfinite(value) or value <= 0:
         return 1.0
     magnitude = 10.0 ** math.floor(math.log10(value))
     for step in (1.0, 2.0, 2.5, 5.0, 10.0):
-        if step * magnitude >= value * (1 - 1e-12):
-            return step * magnitude
-    return 10.0 * magnitude  # pragma: no cover - the loop always returns
+        bound = step * magnitude
+        if bound >= value * (1 - 1e-12) and 0 < bound < math.inf:
+            return bound
+    # Subnormal values (the power of ten underflows) and values near the largest float
+    # (ten times it overflows) have no round bound: the value itself is the axis' top.
+    return value
 
 
 def _number(value: float) -> str:

@@ -29,9 +29,18 @@ def test_nice_ceiling_is_the_smallest_round_bound(value: float) -> None:
     assert top < value * 10
 
 
+@given(st.floats(min_value=0.0, exclude_min=True, allow_infinity=False))
+def test_nice_ceiling_is_positive_and_finite(value: float) -> None:
+    top = nice_ceiling(value)
+    assert 0 < top < math.inf
+    assert top >= value * (1 - 1e-9)
+
+
 def test_nice_ceiling_of_nothing_is_one() -> None:
     assert [nice_ceiling(v) for v in (0.0, -3.0, math.nan, math.inf)] == [1.0] * 4
     assert [nice_ceiling(v) for v in (3.0, 40.0, 100.0, 0.21)] == [5.0, 50.0, 100.0, 0.25]
+    assert nice_ceiling(5e-324) == 5e-324  # subnormal: no power of ten below it
+    assert nice_ceiling(1.7e308) == 1.7e308  # no round bound above it fits a float
 
 
 @given(st.lists(st.tuples(labels, values, values), max_size=60))
