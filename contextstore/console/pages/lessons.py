@@ -143,18 +143,25 @@ def _back(entity_id: str, done: str) -> Response:
     return response
 
 
+def actor(visitor: Visitor) -> str:
+    """Who the audit names for a change made here: the console and the admin key's id."""
+    return f"console:{visitor.principal.key_id}"
+
+
 async def _change_status(request: Request, visitor: Visitor, fields: dict[str, str]) -> Response:
     entity_id = request.path_params["entity_id"]
     action = request.path_params["action"]
     if action not in ("activate", "retire"):
         return error_page(request, 404, "There is no such page.", visitor)
     backends = console(request).backends()
-    lessons = backends.lessons
+    lessons = backends.lessons.as_actor(actor(visitor))
     change = lessons.activate if action == "activate" else lessons.retire
     try:
         await backends.call(lambda: change(entity_id))
     except NotFoundError:
         return error_page(request, 404, f"There is no lesson {entity_id!r}.", visitor)
+    except ValidationError as exc:  # the lifecycle refuses it (a superseded lesson)
+        return await _show(request, visitor, entity_id, status=422, error=str(exc))
     return _back(entity_id, "activated" if action == "activate" else "retired")
 
 
@@ -167,7 +174,7 @@ async def _edit(request: Request, visitor: Visitor, fields: dict[str, str]) -> R
     backends = console(request).backends()
     try:
         await backends.call(
-            lambda: backends.lessons.update(
+            lambda: backends.lessons.as_actor(actor(visitor)).update(
                 entity_id,
                 severity=draft["severity"],
                 summary=draft["summary"],

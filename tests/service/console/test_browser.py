@@ -232,16 +232,22 @@ def test_an_administrator_reviews_the_fleet_and_retires_a_lesson(
         "Retry billing calls with exponential <backoff>."
     )
     history = driver.find_elements(By.CSS_SELECTOR, "#history tbody tr")
-    assert [row.find_elements(By.TAG_NAME, "td")[1].text for row in history] == ["insert"]
+    assert [row.find_elements(By.TAG_NAME, "td")[1].text for row in history] == [
+        "insert",
+        "scope",
+    ]
     shoot(driver, "05-lesson")
     follow(driver, driver.find_element(By.CSS_SELECTOR, "button.danger"))
     assert driver.find_element(By.CSS_SELECTOR, ".notice").text == "Lesson retired."
     assert driver.find_element(By.ID, "lesson-status").text == "retired"
     events = [
-        [cell.text for cell in row.find_elements(By.TAG_NAME, "td")[1:]]
+        [cell.text for cell in row.find_elements(By.TAG_NAME, "td")[1:5]]
         for row in driver.find_elements(By.CSS_SELECTOR, "#history tbody tr")
     ]
-    assert events == [["insert", "", "active"], ["status", "active", "retired"]]
+    admin_id = admin_key.split("_")[1]
+    assert len(events) == 3
+    assert events[0][:3] == ["insert", "", "active"]
+    assert events[2] == ["status", "active", "retired", f"console:{admin_id}"]
     shoot(driver, "06-lesson-retired")
 
     # The command line sees the change.
@@ -249,8 +255,10 @@ def test_an_administrator_reviews_the_fleet_and_retires_a_lesson(
     assert shown["status"] == "retired"
     assert [(e["event"], e["old_status"], e["new_status"]) for e in shown["history"]] == [
         ("insert", None, "active"),
+        ("scope", None, None),
         ("status", "active", "retired"),
     ]
+    assert shown["history"][2]["actor"] == f"console:{admin_id}"
 
     # The scope page: the retired lesson is no longer a candidate for its tag.
     driver.get(base + "/console/explain?tags=billing,search")

@@ -196,7 +196,9 @@ def test_lesson_text_is_escaped(store: Store, console: httpx.Client) -> None:
     assert form is not None and unescape(form.group(1)) == hostile
 
 
-def test_search_filter_retire_activate_and_edit(store: Store, console: httpx.Client) -> None:
+def test_search_filter_retire_activate_and_edit(
+    store: Store, console: httpx.Client, admin_key: str
+) -> None:
     marker = uuid.uuid4().hex[:8]
     found = new_lesson(store, summary=f"Retry with BACKOFF {marker}", severity="warning")
     other = new_lesson(store, summary=f"unrelated {marker}", severity="info")
@@ -256,6 +258,30 @@ def test_search_filter_retire_activate_and_edit(store: Store, console: httpx.Cli
     assert refused.status_code == 422
     assert "injection_form" in refused.text
     assert store.lessons.get(found.entity_id) == record
+    # Every change made here is audited under the console and the admin key's id.
+    by = f"console:{admin_key.split('_')[1]}"
+    events = store.lessons.history(found.entity_id)
+    assert [event.event for event in events] == [
+        "insert",
+        "scope",
+        "status",
+        "status",
+        "update",
+        "scope",
+    ]
+    assert {event.actor for event in events[2:]} == {by}
+    page_text = console.get(base).text
+    assert page_text.count(f'<td class="actor">{by}</td>') == 4
+    assert "added id:billing" in page_text
+
+    superseded = new_lesson(store)
+    store.lessons.supersede(superseded.entity_id, found.entity_id)
+    refused_status = console.post(
+        f"/console/lessons/{superseded.entity_id}/activate", data={"csrf": token}
+    )
+    assert refused_status.status_code == 422
+    assert "status:" in refused_status.text
+    assert store.lessons.get(superseded.entity_id).status == "superseded"
     assert console.post(f"{base}/promote", data={"csrf": token}).status_code == 404
     assert console.get("/console/lessons/no.such.lesson").status_code == 404
 
