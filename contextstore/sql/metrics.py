@@ -178,7 +178,7 @@ class MetricsRepository:
         ``(None, None)`` when there are none. Answered from the ``recorded_at`` indexes
         without reading the rows, so it costs the same at any table size.
         """
-        conditions = filter_conditions(None, None, namespace, None)
+        conditions = self._conditions(MetricsFilter(namespace=namespace))
         statement = sa.select(
             sa.func.min(QueryMetricRow.recorded_at), sa.func.max(QueryMetricRow.recorded_at)
         ).where(*conditions)
