@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from contextstore.apikeys import KeyRing
-from contextstore.console.pages import documents, lessons, overview, signin
+from contextstore.console.pages import documents, lessons, overview, signin, usage
 from contextstore.console.sessions import Signer, load_secret
 from contextstore.console.web import PREFIX, Console, error_page
 from contextstore.errors import BackendUnavailableError, ConfigurationError, ContextStoreError
@@ -50,7 +50,8 @@ def build_console(api: FastAPI, keys: KeyRing, settings: ServiceSettings) -> Sta
         Route(PREFIX + "/signin", signin.signin, methods=["POST"]),
         Route(PREFIX + "/signout", signin.signout, methods=["POST"]),
         Route(PREFIX + "/lessons", lessons.lessons_list),
-        Route(PREFIX + "/explain", lessons.explain),
+        Route(PREFIX + "/explain", lessons.scope),
+        Route(PREFIX + "/usage", usage.usage),
         Route(PREFIX + "/lessons/{entity_id:path}/edit", lessons.edit, methods=["POST"]),
         Route(
             PREFIX + "/lessons/{entity_id:path}/{action:str}",

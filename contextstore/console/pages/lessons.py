@@ -25,7 +25,7 @@ from contextstore.console.web import (
 )
 from contextstore.errors import NotFoundError, ValidationError
 from contextstore.lessons import SEVERITIES, STATUSES, LessonRecord
-from contextstore.matching import MAX_K, MatchOptions, MatchResult, Scope, match
+from contextstore.matching import ORDERS, MatchOptions, Scope, explain, match
 
 PAGE_SIZE: Final = 200
 """Most lessons one list shows; a narrower search shows the rest."""
@@ -68,32 +68,49 @@ async def _list(request: Request, visitor: Visitor) -> Response:
 
 
 async def _explain(request: Request, visitor: Visitor) -> Response:
-    """Which active lessons a scope finds, ranked, and which of them its block includes."""
+    """Every candidate a scope finds: the keys that matched, its rank, and why it was left out.
+
+    ``explain`` over the repository's candidates, with the options an agent's run would use;
+    ``match`` with the same arguments gives the block, so the two always agree.
+    """
     params = request.query_params
     entity_ids = _split(params.get("entity_ids", ""))
     tags = _split(params.get("tags", ""))
-    scope = Scope(entity_ids=entity_ids, tags=tags)
-    backends = console(request).backends()
-    result: MatchResult | None = None
-    ranked: list[tuple[str, bool]] = []
-    if entity_ids or tags:
-        candidates = await backends.call(lambda: backends.lessons.candidates(scope))
-        result = match(candidates, scope)
-        everything = match(candidates, scope, _unbounded(len(candidates)))
-        included = {item.entity_id for item in result.included}
-        ranked = [(item.entity_id, item.entity_id in included) for item in everything.included]
-    context = {
+    query = params.get("query", "")
+    form = {
         "entity_ids": ", ".join(entity_ids),
         "tags": ", ".join(tags),
-        "result": result,
-        "ranked": ranked,
+        "query": query,
+        "order": params.get("order", "") or "severity",
+        "k": params.get("k", ""),
+        "bytes": params.get("bytes", ""),
     }
+    context: dict[str, Any] = {"form": form, "orders": ORDERS, "result": None, "explained": ()}
+    try:
+        options = MatchOptions(
+            k=_integer("k", form["k"]),
+            byte_budget=_integer("bytes", form["bytes"]),
+            order=form["order"],
+        )
+    except ValidationError as exc:
+        context["error"] = str(exc)
+        return render(request, "explain.html", context, status=422, visitor=visitor)
+    if entity_ids or tags:
+        scope = Scope(entity_ids=entity_ids, tags=tags)
+        backends = console(request).backends()
+        candidates = await backends.call(lambda: backends.lessons.candidates(scope))
+        context["result"] = match(candidates, scope, options, query or None)
+        context["explained"] = explain(candidates, scope, options, query or None)
     return render(request, "explain.html", context, visitor=visitor)
 
 
-def _unbounded(count: int) -> MatchOptions:
-    # Every eligible lesson in rank order: as many as the matcher ever takes, no byte limit.
-    return MatchOptions(k=min(max(count, 1), MAX_K), byte_budget=1 << 30)
+def _integer(field: str, text: str) -> int:
+    if not text.strip():
+        return 0
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise ValidationError(field, f"{text!r} is not a whole number") from exc
 
 
 async def _detail(request: Request, visitor: Visitor) -> Response:
@@ -191,7 +208,7 @@ async def _edit(request: Request, visitor: Visitor, fields: dict[str, str]) -> R
 
 
 lessons_list = page(_list)
-explain = page(_explain)
+scope = page(_explain)
 detail = page(_detail)
 change_status = form_action(_change_status)
 edit = form_action(_edit)

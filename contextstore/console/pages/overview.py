@@ -18,16 +18,32 @@ from contextstore.console import charts
 from contextstore.console.ranges import CHOICES, bucket_label, bucket_seconds, parse_range
 from contextstore.console.web import Visitor, console, page, render
 from contextstore.errors import ValidationError
-from contextstore.sql.report import MetricsReport, SeriesPoint
+from contextstore.sql.report import GROUPINGS, MetricsFigures, MetricsReport, SeriesPoint
+
+CHART_GROUPS = 12
+"""Most groups one chart draws (the table below it lists them all)."""
 
 
 def _percent(rate: float | None) -> float | None:
     return None if rate is None else 100.0 * rate
 
 
-def _charts(report: MetricsReport, series: tuple[SeriesPoint, ...], bucket: int) -> dict[str, str]:
+def _groups(report: MetricsReport, by: str) -> list[tuple[str, MetricsFigures]]:
+    """(key, figures) per group, in the report's order (complexity levels, else most runs)."""
+    if by == "complexity":
+        return [(row.complexity, row) for row in report.by_complexity]
+    return [(row.key, row) for row in report.groups]
+
+
+def _charts(
+    report: MetricsReport,
+    series: tuple[SeriesPoint, ...],
+    bucket: int,
+    by: str,
+    groups: list[tuple[str, MetricsFigures]],
+) -> dict[str, str]:
     labels = [bucket_label(point.bucket_start, bucket) for point in series]
-    levels = [row.complexity for row in report.by_complexity]
+    shown = groups[:CHART_GROUPS]
     return {
         "runs": charts.bar_chart(
             "Runs per bucket", labels, charts.Series("runs", [p.runs for p in series])
@@ -51,10 +67,10 @@ def _charts(report: MetricsReport, series: tuple[SeriesPoint, ...], bucket: int)
             unit="%",
             top=100.0,
         ),
-        "complexity": charts.bar_chart(
-            "Runs by complexity",
-            levels,
-            charts.Series("runs", [row.runs for row in report.by_complexity]),
+        "groups": charts.bar_chart(
+            f"Runs by {by}",
+            [key for key, _ in shown],
+            charts.Series("runs", [figures.runs for _, figures in shown]),
         ),
     }
 
@@ -62,12 +78,21 @@ def _charts(report: MetricsReport, series: tuple[SeriesPoint, ...], bucket: int)
 async def _overview(request: Request, visitor: Visitor) -> Response:
     params = request.query_params
     now = datetime.fromtimestamp(console(request).clock(), UTC)
+    by = params.get("by", "") or "complexity"
     try:
+        if by not in GROUPINGS:
+            raise ValidationError("by", f"{by!r} is not one of {', '.join(GROUPINGS)}")
         chosen = parse_range(
             params.get("range", ""), params.get("since", ""), params.get("until", ""), now
         )
     except ValidationError as exc:
-        context: dict[str, Any] = {"error": str(exc), "choices": CHOICES, "range": None}
+        context: dict[str, Any] = {
+            "error": str(exc),
+            "choices": CHOICES,
+            "range": None,
+            "groupings": GROUPINGS,
+            "by": by,
+        }
         return render(request, "overview.html", context, status=422, visitor=visitor)
     backends = console(request).backends()
     namespace = visitor.principal.namespace
@@ -82,9 +107,14 @@ async def _overview(request: Request, visitor: Visitor) -> Response:
         first, last_run = await backends.call(lambda: metrics.span(namespace=namespace))
         last = last or last_run
     bucket = bucket_seconds(first, last)
+    # Grouped by complexity, the report's own by_complexity serves; any other grouping is
+    # one more sort of the range, asked for only when chosen.
+    group_by = None if by == "complexity" else by
     report, series = await asyncio.gather(
         backends.call(
-            lambda: metrics.report(since=chosen.since, until=chosen.until, namespace=namespace)
+            lambda: metrics.report(
+                since=chosen.since, until=chosen.until, namespace=namespace, by=group_by
+            )
         ),
         backends.call(
             lambda: metrics.series(
@@ -92,13 +122,17 @@ async def _overview(request: Request, visitor: Visitor) -> Response:
             )
         ),
     )
+    groups = _groups(report, by)
     context = {
         "range": chosen,
+        "groupings": GROUPINGS,
+        "by": by,
+        "groups": groups,
         "choices": CHOICES,
         "report": report,
         "series": series,
         "bucket": bucket,
-        "charts": _charts(report, series, bucket),
+        "charts": _charts(report, series, bucket, by, groups),
         "namespace": namespace,
         "percent": _percent,
     }

@@ -192,7 +192,7 @@ def test_an_administrator_reviews_the_fleet_and_retires_a_lesson(
     # The overview over everything: its figures are the command line's report.
     Select(driver.find_element(By.ID, "range")).select_by_value("all")
     follow(driver, driver.find_element(By.CSS_SELECTOR, "form.filters button"))
-    assert driver.current_url == base + "/console/?range=all&since=&until="
+    assert driver.current_url == base + "/console/?range=all&since=&until=&by=complexity"
     assert len(driver.find_elements(By.CSS_SELECTOR, "svg.chart")) == 4
     shoot(driver, "02-overview")
     report = cli(url, "metrics", "report", "--namespace", NAMESPACE)

@@ -14,6 +14,7 @@ import pytest
 
 from contextstore.apikeys import revoke_key
 from contextstore.lessons import LessonRecord
+from contextstore.metrics import RunTrace
 from contextstore.store import Store, connect
 from tests.factories import make_metric
 from tests.service.console.helpers import browser, csrf_of, sign_in, signed_in
@@ -293,11 +294,21 @@ def test_explain_ranks_the_active_lessons_of_a_scope(store: Store, console: http
     new_lesson(store, applies_to=(f"tag:{tag}",), status="retired")
     page = console.get("/console/explain", params={"tags": tag})
     assert page.status_code == 200
-    assert re.findall(r'<tr data-lesson="([^"]+)">', page.text) == [
-        critical.entity_id,
-        info.entity_id,
+    rows = r'<tr data-lesson="([^"]+)" data-outcome="([^"]+)">'
+    assert re.findall(rows, page.text) == [
+        (critical.entity_id, "included"),
+        (info.entity_id, "included"),
     ]
     assert "2 active lessons match; the block includes 2" in page.text
+    bounded = console.get("/console/explain", params={"tags": tag, "k": "1"})
+    assert re.findall(rows, bounded.text) == [
+        (critical.entity_id, "included"),
+        (info.entity_id, "k"),
+    ]
+    assert "left out: k lessons already included" in bounded.text
+    bad = console.get("/console/explain", params={"tags": tag, "order": "random"})
+    assert bad.status_code == 422
+    assert "order: must be one of severity, relevance" in bad.text
 
 
 # -- overview ---------------------------------------------------------------------------------
@@ -319,6 +330,9 @@ def test_overview_shows_the_reports_figures(
             cache_hit=i % 3 == 0,
             guard_passed=i % 5 != 0,
             complexity=("low", "medium", "high")[i % 3],
+            intent=("factual", "procedural")[i % 2],
+            worker=f"agent-{i % 3}",
+            trace=RunTrace(lessons_included=("lesson.a", "lesson.b")[: i % 3]),
         )
         for i in range(40)
     ]
@@ -341,6 +355,21 @@ def test_overview_shows_the_reports_figures(
         )
     )
     assert complexity == {row["complexity"]: str(row["runs"]) for row in expected["by_complexity"]}
+
+    for by in ("intent", "worker", "lesson"):
+        with server.client(admin_key) as api:
+            grouped = api.get("/v1/metrics/report", params={"by": by}).json()["groups"]
+        page = console.get("/console/", params={"range": "all", "by": by})
+        assert page.status_code == 200
+        shown_groups = re.findall(
+            r'<tr data-group="([^"]+)">\s*<th scope="row">.*?</th>\s*'
+            r'<td class="n" data-value="(\d+)">\d+</td>\s*<td class="n" data-value="([^"]*)">',
+            page.text,
+        )
+        assert shown_groups == [
+            (row["key"], str(row["runs"]), repr(row["p50_ms"])) for row in grouped
+        ], by
+    assert [key for key, *_ in shown_groups] == ["lesson.a", "lesson.b"]
 
     dated = console.get(
         "/console/", params={"range": "dates", "since": "2026-03-01", "until": "2026-03-02"}
@@ -401,3 +430,48 @@ def test_documents_list_search_read_and_delete(
         "/console/documents/delete", data={"csrf": token, "source": "docs/search.md"}
     )
     assert again.status_code == 404
+
+
+# -- lesson usage -----------------------------------------------------------------------------
+
+
+def test_usage_lists_each_lessons_runs_and_the_unused(
+    server: Server, store: Store, console: httpx.Client, fresh_namespace: str
+) -> None:
+    used = new_lesson(store)
+    idle = new_lesson(store)
+    at = datetime(2026, 4, 1, tzinfo=UTC)
+    store.metrics.record_many(
+        [
+            make_metric(
+                at + timedelta(minutes=i),
+                namespace=fresh_namespace,
+                lessons_matched=2,
+                lessons_included=1 if i < 3 else 0,
+                trace=RunTrace(
+                    lessons_matched=tuple(sorted((used.entity_id, idle.entity_id))),
+                    lessons_included=(used.entity_id,) if i < 3 else (),
+                ),
+            )
+            for i in range(5)
+        ]
+    )
+    expected = store.metrics.lesson_stats(namespace=fresh_namespace)
+    page = console.get("/console/usage", params={"range": "all"})
+    assert page.status_code == 200
+    rows = re.findall(
+        r'<tr data-lesson="([^"]+)">.*?<td class="n">(\d+)</td>\s*<td class="n">(\d+)</td>',
+        page.text,
+        re.S,
+    )
+    assert rows == [
+        (item.entity_id, str(item.runs_included), str(item.runs_matched))
+        for item in expected.lessons
+    ]
+    assert (used.entity_id, "3", "5") in rows and (idle.entity_id, "0", "5") in rows
+    unused = re.findall(r'<li data-lesson="([^"]+)">', page.text)
+    assert unused == list(expected.unused)
+    assert idle.entity_id in unused and used.entity_id not in unused
+    assert "5 runs in this range." in page.text
+    bad = console.get("/console/usage", params={"range": "forever"})
+    assert bad.status_code == 422
