@@ -368,10 +368,13 @@ class InMemoryLessons:
     def all(self) -> list[LessonRecord]:
         return list(self._records.values())
 
-    def candidates(self, scope: Scope) -> list[Lesson]:
+    def candidates(self, scope: Scope, *, include_inactive: bool = False) -> list[Lesson]:
+        """As ``LessonRepository.candidates``: the active lessons sharing a key with
+        ``lookup_keys(scope)``, or those of every status with ``include_inactive``."""
         keys = lookup_keys(scope)
         return [
             record.to_lesson()
             for record in self._records.values()
-            if record.status == "active" and not keys.isdisjoint(record.applies_to)
+            if (include_inactive or record.status == "active")
+            and not keys.isdisjoint(record.applies_to)
         ]

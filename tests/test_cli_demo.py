@@ -96,6 +96,36 @@ def test_match_over_a_lessons_file(tmp_path: Path) -> None:
     )
 
 
+def test_match_explain_over_a_lessons_file_explains_every_lesson_in_it(tmp_path: Path) -> None:
+    path = tmp_path / "lessons.jsonl"
+    records = [
+        LessonRecord("a.l.3", "Not for this scope.", "critical", "active", ("id:a.ops-agent",)),
+        LessonRecord("a.l.2", "Ping the owner.", "info", "active", ("tag:ops",)),
+        LessonRecord("a.l.1", "Retired advice.", "critical", "retired", ("tag:ops",)),
+    ]
+    path.write_text("".join(write_jsonl(records)), encoding="utf-8")
+    result = invoke(
+        "match",
+        "--lessons",
+        str(path),
+        "--entity",
+        "a.ops.x",
+        "--tag",
+        "ops",
+        "--explain",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert [item["entity_id"] for item in data["included"]] == ["a.l.2"]
+    # The eligible first, then the others in the file's order.
+    assert [(e["entity_id"], e["rank"], e["reason"]) for e in data["explanation"]] == [
+        ("a.l.2", 1, None),
+        ("a.l.3", None, "no key matches"),
+        ("a.l.1", None, "not active"),
+    ]
+
+
 def one_line_error(result: object, code: int, *fragments: str) -> None:
     assert result.exit_code == code, result.output  # type: ignore[attr-defined]
     lines = [line for line in result.stderr.splitlines() if line.strip()]  # type: ignore[attr-defined]

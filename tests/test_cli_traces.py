@@ -435,10 +435,11 @@ def test_match_explain_json_agrees_with_the_included_list(database: str) -> None
         == [item["entity_id"] for item in data["included"]]
         == ["ops.db.failover"]
     )
-    assert [(e["rank"], e["excluded_by"]) for e in data["explanation"]] == [
-        (1, None),
-        (2, "k"),
-        (3, "k"),
+    assert [(e["rank"], e["excluded_by"], e["reason"]) for e in data["explanation"]] == [
+        (1, None, None),
+        (2, "k", None),
+        (3, "k", None),
+        (None, None, "not active"),  # ops.old, proposed
     ]
     assert data["explanation"][0]["relevance"] > 0
 

@@ -205,12 +205,20 @@ def match_command(
     """Show which lessons apply to a scope, ranked and bounded, and the block agents get."""
     scope = Scope(entity_ids=tuple(entity or ()), tags=tuple(tag or ()))
     options = MatchOptions(k, byte_budget, _check_order(order))
+    # The explanation covers every lesson of the scope, retired, proposed and superseded ones
+    # too (as "not active"), and from a file every lesson in it; match accepts only the
+    # active ones with a matching key among the same candidates, so the block and the
+    # explanation come from one read and cannot disagree.
     with cli_errors():
         if lessons_file is not None:
-            candidates = _read_lessons_file(lessons_file).candidates(scope)
+            source = _read_lessons_file(lessons_file)
+            if explain_all:
+                candidates = [record.to_lesson() for record in source.all()]
+            else:
+                candidates = source.candidates(scope)
         else:
             with open_store(database_url, None, None) as store:
-                candidates = store.lessons.candidates(scope)
+                candidates = store.lessons.candidates(scope, include_inactive=explain_all)
     result = match(candidates, scope, options, query)
     block = render_lesson_block(result)
     explained = explain(candidates, scope, options, query) if explain_all else ()

@@ -131,8 +131,10 @@ class AsyncLessonRepository(_Bridge):
         """``options`` go to ``LessonRepository`` (``clock``, ``actor``)."""
         super().__init__(LessonRepository(engine.sync_engine, **options), ready)
 
-    async def candidates(self, scope: Scope) -> list[Lesson]:
-        result: list[Lesson] = await self._call("candidates", scope)
+    async def candidates(self, scope: Scope, *, include_inactive: bool = False) -> list[Lesson]:
+        result: list[Lesson] = await self._call(
+            "candidates", scope, include_inactive=include_inactive
+        )
         return result
 
     async def get(self, entity_id: str) -> LessonRecord:

@@ -299,8 +299,14 @@ class LessonRepository:
         with self._read() as session:
             return int(session.execute(query).scalar_one())
 
-    def candidates(self, scope: Scope) -> Lessons:
+    def candidates(self, scope: Scope, *, include_inactive: bool = False) -> Lessons:
         """Active lessons sharing a key with ``lookup_keys(scope)``, ordered by entity_id.
+
+        ``include_inactive=True`` returns the lessons of every status sharing such a key
+        (proposed, retired and superseded too, each ``Lesson`` carrying its own ``status``):
+        what ``explain`` needs to show why a lesson of the scope is left out. ``match`` over
+        them gives the same result as over the active ones alone, as it accepts only
+        ``status == "active"``. Still one statement, through the same index.
 
         One statement, whatever the number of matches: it starts from
         ``ix_lesson_scopes_scope_key`` and fetches each matching lesson by primary key, so it
@@ -322,10 +328,10 @@ class LessonRepository:
             return []
         with translate_errors(self._engine.url):
             if self._session is not None:
-                rows = _select_candidates(self._session.connection(), keys)
+                rows = _select_candidates(self._session.connection(), keys, include_inactive)
             else:
                 with self._autocommit.connect() as connection:
-                    rows = _select_candidates(connection, keys)
+                    rows = _select_candidates(connection, keys, include_inactive)
         return _candidate_lessons(rows)
 
     # -- writes -----------------------------------------------------------------------------
@@ -799,14 +805,36 @@ _CANDIDATES: Final = {
         "AND l.entity_id = k.lesson_id AND l.status = 'active'"
     ),
 }
+# The same lookup for lessons of every status (``include_inactive``): the same join order,
+# no status predicate, and the status as a seventh column.
+_CANDIDATES_ANY_STATUS: Final = {
+    "postgresql": sa.text(
+        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key, l.summary, "
+        "l.status FROM lesson_scopes k CROSS JOIN LATERAL ("
+        "SELECT entity_id, severity, injection_form, summary, status, CASE WHEN "
+        "isfinite(created_at) AND created_at >= '0001-01-02 00:00:00+00' "
+        "AND created_at < '9999-12-30 00:00:00+00' THEN created_at END AS created_at "
+        "FROM lessons WHERE entity_id = k.lesson_id OFFSET 0) l "
+        "WHERE k.scope_key = ANY(CAST(:keys AS text[]))"
+    ),
+    "sqlite": sa.text(
+        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key, l.summary, "
+        "l.status FROM lesson_scopes k CROSS JOIN lessons l "
+        "WHERE k.scope_key IN (SELECT value FROM json_each(:keys)) "
+        "AND l.entity_id = k.lesson_id"
+    ),
+}
 
 
-def _select_candidates(connection: sa.Connection, keys: Sequence[str]) -> Sequence[sa.Row[Any]]:
+def _select_candidates(
+    connection: sa.Connection, keys: Sequence[str], include_inactive: bool = False
+) -> Sequence[sa.Row[Any]]:
     """Rows (entity_id, severity, created_at, injection_form, scope_key, summary), one per
-    matched key."""
+    matched key; with ``include_inactive``, lessons of any status and their status last."""
+    statements = _CANDIDATES_ANY_STATUS if include_inactive else _CANDIDATES
     if connection.dialect.name == "postgresql":
-        return connection.execute(_CANDIDATES["postgresql"], {"keys": list(keys)}).all()
-    return connection.execute(_CANDIDATES["sqlite"], {"keys": json.dumps(list(keys))}).all()
+        return connection.execute(statements["postgresql"], {"keys": list(keys)}).all()
+    return connection.execute(statements["sqlite"], {"keys": json.dumps(list(keys))}).all()
 
 
 def _candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
@@ -823,7 +851,10 @@ def _candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
             keys.append(row[4])
     lessons: Lessons = []
     for entity_id in sorted(found):
-        _, severity, created_at, injection_form, _, summary = found[entity_id]
+        row = found[entity_id]
+        _, severity, created_at, injection_form, _, summary = row[:6]
+        # The default statement selects active lessons only and leaves the status out.
+        status = row[6] if len(row) > 6 else "active"
         try:
             created = _rfc3339(created_at)
         except UnreadableRowError as error:
@@ -832,7 +863,7 @@ def _candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
         lessons.append(
             Lesson(
                 entity_id=entity_id,
-                status="active",  # the statement selects active lessons only
+                status=status,
                 severity=severity,
                 created_at=created,
                 applies_to=tuple(sorted(matched[entity_id])),

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sqlalchemy.orm import Session
 
 from contextstore.lessons import LessonRecord
-from contextstore.matching import Lesson, Scope, lookup_keys, match
+from contextstore.matching import NOT_ACTIVE, Lesson, Scope, explain, lookup_keys, match
 from contextstore.sql.repository import LessonRepository
 
 # A tiny alphabet so prefixes, tags and ids collide often; "" makes empty segments in keys and
@@ -109,6 +109,38 @@ def test_candidates_equal_what_the_matcher_accepts_from_a_full_scan(
         ]
 
 
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(records=lesson_sets(), scopes=st.lists(SCOPES, min_size=1, max_size=4))
+def test_candidates_of_every_status_are_the_lessons_sharing_a_key_and_match_the_same(
+    repo: LessonRepository, engine: sa.Engine, records: list[LessonRecord], scopes: list[Scope]
+) -> None:
+    """``include_inactive``: every lesson with a key the scope can match, its own status kept;
+    ``match`` and ``explain`` over them agree with ``match`` over the active ones alone."""
+    wipe(engine)
+    repo.import_records(records)
+    everything = [record.to_lesson() for record in repo.list()]  # entity_id order
+    for scope in scopes:
+        found = repo.candidates(scope, include_inactive=True)
+        assert found == [
+            as_candidate(lesson, scope)
+            for lesson in everything
+            if not lookup_keys(scope).isdisjoint(lesson.applies_to)
+        ]
+        active = repo.candidates(scope)
+        assert match(found, scope) == match(active, scope)
+        explained = explain(found, scope)
+        assert [item.entity_id for item in explained if item.eligible] == [
+            item.entity_id for item in explain(active, scope)
+        ]
+        assert {item.entity_id for item in explained if item.reason == NOT_ACTIVE} == {
+            lesson.entity_id for lesson in found if lesson.status != "active"
+        }
+
+
 def as_candidate(lesson: Lesson, scope: Scope) -> Lesson:
     """``lesson`` as ``candidates(scope)`` returns it: only its keys the scope can match."""
     return replace(lesson, applies_to=tuple(sorted(lookup_keys(scope) & set(lesson.applies_to))))
@@ -167,7 +199,7 @@ def fleet(engine: sa.Engine, request: pytest.FixtureRequest) -> Iterator[sa.Engi
     yield engine
 
 
-def explain(engine: sa.Engine, statement: str, parameters: Any) -> list[str]:
+def plan_of(engine: sa.Engine, statement: str, parameters: Any) -> list[str]:
     """The plan of ``statement`` as sent with ``parameters``, one string per line."""
     prefix = "EXPLAIN QUERY PLAN " if engine.dialect.name == "sqlite" else "EXPLAIN "
     with engine.connect() as connection:
@@ -195,18 +227,30 @@ def test_candidates_use_the_scope_key_index_not_a_scan(
     fleet: sa.Engine, sync_repo: LessonRepository, request: pytest.FixtureRequest
 ) -> None:
     """EXPLAIN the very statement the repository sends, with the planner left free."""
-    scope = Scope(entity_ids=("fleet.team3.agent43",), tags=("t7",))
+    # Tag t7 is shared by agents 7, 507, …, 4507 (all active), t9 by agents 9, 509, …, 4509
+    # (all retired).
+    scope = Scope(entity_ids=("fleet.team3.agent43",), tags=("t7", "t9"))
     with captured(fleet) as statements:
         found = sync_repo.candidates(scope)
-    assert {lesson.entity_id for lesson in found} >= {"fleet.team3.agent43", "fleet.team7.agent7"}
+        every_status = sync_repo.candidates(scope, include_inactive=True)
+    tagged = {
+        tag: {f"fleet.team{i % 40}.agent{i}" for i in range(tag, 5000, 500)} for tag in (7, 9)
+    }
+    assert [lesson.entity_id for lesson in found] == sorted({"fleet.team3.agent43"} | tagged[7])
+    assert [(lesson.entity_id, lesson.status) for lesson in every_status] == sorted(
+        [(entity_id, "active") for entity_id in {"fleet.team3.agent43"} | tagged[7]]
+        + [(entity_id, "retired") for entity_id in tagged[9]]
+    )
     selects = [(sql, params) for sql, params in statements if sql.startswith("SELECT")]
-    assert len(selects) == 1
-    assert_keyed(fleet.dialect.name, explain(fleet, *selects[0]))
-    # A generic plan estimates ANY($1) blind; with statistics it must still start from the
-    # keys (without, on a table this small, a scan of lesson_scopes is fair: it is never
-    # used anyway, as each read's ROLLBACK keeps psycopg from preparing the statement).
-    if fleet.dialect.name == "postgresql" and request.node.callspec.params["fleet"] == "analyzed":
-        assert_keyed(fleet.dialect.name, explain_generic(fleet, *selects[0]))
+    assert len(selects) == 2  # one statement each, with or without inactive lessons
+    for select in selects:
+        assert_keyed(fleet.dialect.name, plan_of(fleet, *select))
+        # A generic plan estimates ANY($1) blind; with statistics it must still start from
+        # the keys (without, on a table this small, a scan of lesson_scopes is fair: it is
+        # never used anyway, as each read's ROLLBACK keeps psycopg from preparing it).
+        analyzed = request.node.callspec.params["fleet"] == "analyzed"
+        if fleet.dialect.name == "postgresql" and analyzed:
+            assert_keyed(fleet.dialect.name, explain_generic(fleet, *select))
 
 
 def assert_keyed(dialect: str, plan: list[str]) -> None:

@@ -68,10 +68,12 @@ async def _list(request: Request, visitor: Visitor) -> Response:
 
 
 async def _explain(request: Request, visitor: Visitor) -> Response:
-    """Every candidate a scope finds: the keys that matched, its rank, and why it was left out.
+    """Every lesson a scope finds: the keys that matched, its rank, and why it was left out.
 
-    ``explain`` over the repository's candidates, with the options an agent's run would use;
-    ``match`` with the same arguments gives the block, so the two always agree.
+    ``explain`` over the repository's candidates of every status (a retired, proposed or
+    superseded lesson shows as "not active"), with the options an agent's run would use;
+    ``match`` with the same arguments gives the block — it accepts the active ones only, as
+    a run does — so the two always agree.
     """
     params = request.query_params
     entity_ids = _split(params.get("entity_ids", ""))
@@ -98,7 +100,9 @@ async def _explain(request: Request, visitor: Visitor) -> Response:
     if entity_ids or tags:
         scope = Scope(entity_ids=entity_ids, tags=tags)
         backends = console(request).backends()
-        candidates = await backends.call(lambda: backends.lessons.candidates(scope))
+        candidates = await backends.call(
+            lambda: backends.lessons.candidates(scope, include_inactive=True)
+        )
         context["result"] = match(candidates, scope, options, query or None)
         context["explained"] = explain(candidates, scope, options, query or None)
     return render(request, "explain.html", context, visitor=visitor)

@@ -260,10 +260,15 @@ def test_an_administrator_reviews_the_fleet_and_retires_a_lesson(
     ]
     assert shown["history"][2]["actor"] == f"console:{admin_id}"
 
-    # The scope page: the retired lesson is no longer a candidate for its tag.
+    # The scope page: the retired lesson is still listed for its tag, as not active.
     driver.get(base + "/console/explain?tags=billing,search")
     ranked = driver.find_elements(By.CSS_SELECTOR, "#explanation tbody tr")
-    assert [row.get_attribute("data-lesson") for row in ranked] == ["search.cache"]
+    assert [
+        (row.get_attribute("data-lesson"), row.get_attribute("data-outcome")) for row in ranked
+    ] == [
+        ("search.cache", "included"),
+        (target, "not active"),
+    ]
     shoot(driver, "07-scope")
 
     # The namespace's knowledge documents.

@@ -287,23 +287,36 @@ def test_search_filter_retire_activate_and_edit(
     assert console.get("/console/lessons/no.such.lesson").status_code == 404
 
 
-def test_explain_ranks_the_active_lessons_of_a_scope(store: Store, console: httpx.Client) -> None:
+def test_explain_ranks_the_active_lessons_and_shows_the_inactive_ones(
+    store: Store, console: httpx.Client
+) -> None:
     tag = f"t{uuid.uuid4().hex[:8]}"
     info = new_lesson(store, applies_to=(f"tag:{tag}",), severity="info")
     critical = new_lesson(store, applies_to=(f"tag:{tag}",), severity="critical")
-    new_lesson(store, applies_to=(f"tag:{tag}",), status="retired")
+    retired = new_lesson(store, applies_to=(f"tag:{tag}",), status="retired")
+    proposed = new_lesson(store, applies_to=(f"tag:{tag}",), status="proposed")
+    superseded = new_lesson(
+        store, applies_to=(f"tag:{tag}",), status="superseded", superseded_by=info.entity_id
+    )
+    # The inactive ones follow the ranked ones, by entity id (the candidates' order).
+    inactive = sorted(
+        [(lesson.entity_id, "not active") for lesson in (retired, proposed, superseded)]
+    )
     page = console.get("/console/explain", params={"tags": tag})
     assert page.status_code == 200
     rows = r'<tr data-lesson="([^"]+)" data-outcome="([^"]+)">'
     assert re.findall(rows, page.text) == [
         (critical.entity_id, "included"),
         (info.entity_id, "included"),
+        *inactive,
     ]
+    assert page.text.count("not eligible: not active") == 3
     assert "2 active lessons match; the block includes 2" in page.text
     bounded = console.get("/console/explain", params={"tags": tag, "k": "1"})
     assert re.findall(rows, bounded.text) == [
         (critical.entity_id, "included"),
         (info.entity_id, "k"),
+        *inactive,
     ]
     assert "left out: k lessons already included" in bounded.text
     bad = console.get("/console/explain", params={"tags": tag, "order": "random"})
