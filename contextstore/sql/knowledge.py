@@ -8,7 +8,8 @@ statistics, which the migrations' triggers keep in ``knowledge_stats`` and
 PostgreSQL and an ``InMemoryRetriever`` holding the same documents return the same chunks in
 the same order. The statements live in ``knowledge_queries``, apart from their execution.
 
-Each public method is one transaction of its own. Writes validate everything first
+A search is one statement in autocommit (one snapshot, one round trip, no BEGIN or COMMIT);
+every other public method is one transaction of its own. Writes validate everything first
 (``contextstore.knowledge``) and raise ``ValidationError`` naming the field or line before
 anything is written; an import is all or nothing. Embeddings are computed once, when a
 document is written, with ``embed_fn``; a search embeds only its query.
@@ -137,22 +138,23 @@ class KnowledgeBase:
         fails on is ranked by BM25 alone.
         """
         plan = self.plan(query, top_k, filters)
-        if not plan.statements:
+        if plan.statement is None:
             return []
-        results = self._read(
-            lambda connection: [connection.execute(s, v).all() for s, v in plan.statements],
-            snapshot=True,
-        )
-        return plan.finish(results)
+        statement, values = plan.statement
+        # One statement in autocommit: one snapshot (the statistics and the candidates agree)
+        # and one round trip, with no BEGIN, COMMIT or ROLLBACK around it.
+        with translate_errors(self._engine.url), autocommit(self._engine).connect() as c:
+            rows = c.execute(statement, values).all()
+        return plan.finish(rows)
 
     def plan(
         self, query: str, top_k: int = 5, filters: Mapping[str, Any] | None = None
     ) -> SearchPlan:
         """``search`` without the I/O: validated arguments, the query embedded (once), the
-        statements to run in one snapshot and the pure ranking of their rows.
+        one statement to run and the pure ranking of its rows.
 
-        ``search`` is ``plan.finish([rows of each statement])``; an async connection can run
-        the same statements (``AsyncConnection.execute(statement, values)``) and finish the
+        ``search`` is ``plan.finish(rows of plan.statement)``; an async connection can run
+        the same statement (``AsyncConnection.execute(statement, values)``) and finish the
         same plan. Raises ``ValidationError`` like ``search``.
         """
         if not isinstance(query, str):
@@ -498,14 +500,13 @@ class KnowledgeBase:
                 raise
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    def _read(self, work: Callable[[sa.Connection], T], *, snapshot: bool = False) -> T:
-        with translate_errors(self._engine.url), read_only(self._engine).connect() as connection:
-            if snapshot and connection.dialect.name == "postgresql":
-                # The statistics and the candidates must come from one snapshot: READ
-                # COMMITTED would let an import committed between them skew the scores.
-                connection = connection.execution_options(isolation_level="REPEATABLE READ")
-            with connection.begin():
-                return work(connection)
+    def _read(self, work: Callable[[sa.Connection], T]) -> T:
+        with (
+            translate_errors(self._engine.url),
+            read_only(self._engine).connect() as connection,
+            connection.begin(),
+        ):
+            return work(connection)
 
     def _is_lock(self, error: BaseException) -> bool:
         if self._engine.dialect.name != "sqlite":

@@ -2,14 +2,17 @@
 
 Nothing here executes anything: each function builds a SQLAlchemy statement, or reads rows a
 caller fetched. ``KnowledgeBase`` runs them on a ``Connection``; an ``AsyncConnection`` can run
-the very same statements and hand the rows to the very same ``SearchPlan.finish``, so a search
+the very same statement and hand the rows to the very same ``SearchPlan.finish``, so a search
 has one definition whichever driver does the I/O.
 
-A search is three reads in one snapshot: the namespace's statistics, the frequencies of the
-query's terms (``knowledge_terms``, one primary-key lookup each), and at most
-``candidate_limit`` candidate chunks found through the full-text index (FTS5 ``MATCH`` on
-SQLite, the GIN-indexed ``@@`` on PostgreSQL), best full-text rank first, with the metadata
-filters applied in SQL. None of them scans ``chunks``.
+A search is one statement, run in autocommit: at most ``candidate_limit`` candidate chunks
+found through the full-text index (FTS5 ``MATCH`` on SQLite, the GIN-indexed ``@@`` on
+PostgreSQL), best full-text rank first, with the metadata filters applied in SQL; each row
+also carries the namespace's statistics and the frequencies of the query's terms, read by
+uncorrelated scalar subqueries (primary-key lookups of ``knowledge_stats`` and
+``knowledge_terms``, evaluated once per statement). One statement reads one snapshot, so the
+statistics always describe the corpus the candidates come from, without a transaction around
+it. Nothing scans ``chunks``.
 """
 
 from __future__ import annotations
@@ -54,21 +57,6 @@ def generation_from(row: Sequence[Any] | None) -> int:
 
 # A statement and the values of its bind parameters: what a sync or an async connection runs.
 Statement = tuple[sa.Select[Any], dict[str, Any]]
-
-_STATISTICS: Final = sa.select(STATS.c.chunk_count, STATS.c.total_length).where(
-    STATS.c.namespace == sa.bindparam("ns")
-)
-_FREQUENCIES: Final = sa.select(TERMS.c.term, TERMS.c.frequency).where(
-    TERMS.c.namespace == sa.bindparam("ns"), TERMS.c.term.in_(sa.bindparam("terms", expanding=True))
-)
-
-
-def statistics_statement(namespace: str) -> Statement:
-    return _STATISTICS, {"ns": namespace}
-
-
-def frequencies_statement(namespace: str, terms: Sequence[str]) -> Statement:
-    return _FREQUENCIES, {"ns": namespace, "terms": list(terms)}
 
 
 def lock_namespace_statement(dialect: str, namespace: str) -> sa.Insert:
@@ -153,8 +141,29 @@ def _equals(dialect: str, i: int, j: int, kind: str) -> sa.ColumnElement[bool]:
     return sa.and_(json_type.in_(("integer", "real")), extracted == sa.bindparam(f"fv{i}_{j}"))
 
 
+def _statistics_columns(term_count: int) -> list[sa.ColumnElement[Any]]:
+    """The namespace's chunk count and total length, then each query term's frequency.
+
+    Uncorrelated scalar subqueries: the database evaluates each once per statement (an
+    InitPlan on PostgreSQL, a once-only subroutine on SQLite), not once per row.
+    """
+    namespace: sa.BindParameter[Any] = sa.bindparam("ns")
+    columns: list[sa.ColumnElement[Any]] = [
+        sa.select(STATS.c.chunk_count).where(STATS.c.namespace == namespace).scalar_subquery(),
+        sa.select(STATS.c.total_length).where(STATS.c.namespace == namespace).scalar_subquery(),
+    ]
+    for i in range(term_count):
+        term = sa.bindparam(f"w{i}", type_=sa.Text())
+        columns.append(
+            sa.select(TERMS.c.frequency)
+            .where(TERMS.c.namespace == namespace, TERMS.c.term == term)
+            .scalar_subquery()
+        )
+    return columns
+
+
 @lru_cache(maxsize=256)
-def _candidates_template(
+def _search_template(
     dialect: str, term_count: int, shape: tuple[tuple[str, ...], ...], with_vectors: bool
 ) -> sa.Select[Any]:
     # Built once per shape and reused: constructing a statement costs more than running it.
@@ -176,6 +185,7 @@ def _candidates_template(
     ]
     if with_vectors:
         columns += [CHUNKS.c.embedding, CHUNKS.c.embedder, CHUNKS.c.dimension]
+    columns += _statistics_columns(term_count)
     joined = CHUNKS.join(DOCUMENTS, DOCUMENTS.c.id == CHUNKS.c.document_id)
     conditions = [CHUNKS.c.namespace == sa.bindparam("ns"), *filter_conditions(dialect, shape)]
     limit = sa.bindparam("limit", type_=sa.Integer())
@@ -198,7 +208,7 @@ def _candidates_template(
     )
 
 
-def candidates_statement(
+def search_statement(
     dialect: str,
     namespace: str,
     terms: Sequence[str],
@@ -206,15 +216,19 @@ def candidates_statement(
     limit: int,
     with_vectors: bool,
 ) -> Statement:
-    """Chunks of ``namespace`` holding any of the index ``terms``, best full-text rank first.
+    """The one statement of a search: chunks of ``namespace`` holding any of the index
+    ``terms``, best full-text rank first, with what BM25 needs to score them.
 
     Each row: position, text, length, source, metadata, then how often each term occurs in
     the chunk (read from ``term_counts`` by the database, null for none), then — with
-    ``with_vectors`` — embedding, embedder and dimension.
+    ``with_vectors`` — embedding, embedder and dimension; last the namespace's chunk count
+    and total length and each term's frequency in the namespace (null for none), the same
+    on every row.
     """
-    template = _candidates_template(dialect, len(terms), filter_shape(filters), with_vectors)
+    template = _search_template(dialect, len(terms), filter_shape(filters), with_vectors)
     values: dict[str, Any] = {"ns": namespace, "limit": limit}
     values.update(filter_parameters(dialect, filters))
+    values.update({f"w{i}": term for i, term in enumerate(terms)})
     if dialect == "postgresql":
         # Index terms are letters and digits only (contextstore.tokens.index_term): quoting
         # each keeps to_tsquery's operators out of them.
@@ -228,33 +242,38 @@ def candidates_statement(
 
 @dataclass(frozen=True)
 class SearchPlan:
-    """One search, ready to run: execute ``statements`` in one snapshot, then ``finish``.
+    """One search, ready to run: execute ``statement`` (one, in autocommit), then ``finish``.
 
     ``terms`` are index terms (``contextstore.tokens.index_term`` of ``query_terms``); an
-    empty plan (no term, ``top_k <= 0``) has no statements and finishes as ``[]``.
+    empty plan (no term, ``top_k <= 0``) has no statement and finishes as ``[]``.
     """
 
-    statements: tuple[Statement, ...]
+    statement: Statement | None
     terms: tuple[str, ...]
     top_k: int
     parameters: RankingParameters
     query_vector: NDArray[np.float32] | None
     embedder: str | None
 
-    def finish(self, results: Sequence[Sequence[Sequence[Any]]]) -> list[Chunk]:
-        """Rank the rows of ``statements`` (in order) into at most ``top_k`` chunks."""
-        if not self.statements:
+    def finish(self, rows: Sequence[Sequence[Any]]) -> list[Chunk]:
+        """Rank the rows ``statement`` returned into at most ``top_k`` chunks."""
+        if self.statement is None or not rows:
             return []
-        stats_rows, frequency_rows, candidate_rows = results
-        if not stats_rows:
+        width = len(self.terms)
+        statistics_at = 5 + width + (3 if self.query_vector is not None else 0)
+        count, total_length, *frequencies = rows[0][statistics_at:]
+        if count is None:  # no statistics row: the namespace has never held a document
             return []
-        count, total_length = (int(value) for value in stats_rows[0])
         statistics = CorpusStatistics(
-            count=count,
-            total_length=total_length,
-            frequencies={str(term): int(frequency) for term, frequency in frequency_rows},
+            count=int(count),
+            total_length=int(total_length),
+            frequencies={
+                term: int(frequency)
+                for term, frequency in zip(self.terms, frequencies, strict=True)
+                if frequency is not None
+            },
         )
-        candidates = [self._candidate(row) for row in candidate_rows]
+        candidates = [self._candidate(row) for row in rows]
         return rank(
             candidates, self.terms, statistics, self.parameters, self.top_k, self.query_vector
         )
@@ -302,15 +321,11 @@ def plan_search(
     query_vector: NDArray[np.float32] | None = None,
     embedder: str | None = None,
 ) -> SearchPlan:
-    """The statements of one search for index ``terms`` and how to rank what they return."""
+    """The statement of one search for index ``terms`` and how to rank what it returns."""
     terms = tuple(terms)
-    statements: tuple[Statement, ...] = ()
+    statement: Statement | None = None
     if terms and top_k > 0:
-        statements = (
-            statistics_statement(namespace),
-            frequencies_statement(namespace, terms),
-            candidates_statement(
-                dialect, namespace, terms, filters, candidate_limit, query_vector is not None
-            ),
+        statement = search_statement(
+            dialect, namespace, terms, filters, candidate_limit, query_vector is not None
         )
-    return SearchPlan(statements, terms, top_k, parameters, query_vector, embedder)
+    return SearchPlan(statement, terms, top_k, parameters, query_vector, embedder)

@@ -389,9 +389,9 @@ def test_the_candidate_limit_bounds_what_one_search_reads(engine: sa.Engine) -> 
 def test_full_text_candidates_come_from_the_index(engine: sa.Engine) -> None:
     base = kb(engine)
     base.import_jsonl(CORPUS_LINES)
-    from contextstore.sql.knowledge_queries import candidates_statement
+    from contextstore.sql.knowledge_queries import search_statement
 
-    statement, values = candidates_statement(
+    statement, values = search_statement(
         engine.dialect.name, base.namespace, ["failover"], {}, 1000, False
     )
     compiled = statement.compile(dialect=engine.dialect)
@@ -591,19 +591,19 @@ def test_reembed_brings_other_embedders_chunks_up_to_date(engine: sa.Engine) -> 
 
 
 def test_a_plan_run_on_any_connection_finishes_as_search(engine: sa.Engine) -> None:
-    """The statements and the ranking are separate from their execution (for async drivers)."""
+    """The statement and the ranking are separate from their execution (for async drivers)."""
     base = kb(engine)
     base.import_jsonl(CORPUS_LINES[:12])
     plan = base.plan("refund policy for annual plans", 4, {"team": "support"})
-    assert len(plan.statements) == 3
+    assert plan.statement is not None
+    statement, values = plan.statement
     with engine.connect() as connection:
-        rows = [
-            connection.execute(statement, values).all() for statement, values in plan.statements
-        ]
+        rows = connection.execute(statement, values).all()
     finished = plan.finish(rows)
     assert finished == base.search("refund policy for annual plans", 4, {"team": "support"})
     assert [c.metadata["team"] for c in finished] == ["support"] * len(finished) and finished
-    assert base.plan("", 4).statements == ()
+    assert base.plan("", 4).statement is None
+    assert base.plan("refund", 0).statement is None
 
 
 def test_bad_arguments_to_reads_and_deletes_are_refused(engine: sa.Engine) -> None:
