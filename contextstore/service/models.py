@@ -1,8 +1,9 @@
 """The service's request and response bodies, defined by the library's own types.
 
 Responses *are* the library's dataclasses (``ContextResult``, ``MatchResult``,
-``LessonRecord``, ``LessonEvent``, ``MetricsReport``): pydantic reads their fields and types,
-so the JSON and the OpenAPI schema follow the library whenever a field is added. Requests
+``LessonExplanation``, ``LessonRecord``, ``LessonEvent``, ``MetricsReport``,
+``LessonStats``): pydantic reads their fields and types, so the JSON and the OpenAPI
+schema follow the library whenever a field is added. Requests
 wrap the library's types (``Scope``, ``MatchOptions``, ``LessonRecord``) in envelopes that
 add only what HTTP needs. Every request model is strict and closed: a string where a number
 belongs, or a field the library does not have, is refused (422) naming the field.
@@ -23,7 +24,7 @@ from starlette.responses import Response
 
 from contextstore.knowledge import DocumentInput
 from contextstore.lessons import LessonRecord
-from contextstore.matching import MatchOptions, MatchResult, Scope
+from contextstore.matching import LessonExplanation, MatchOptions, MatchResult, Scope
 from contextstore.sql.metrics import MetricsRepository
 from contextstore.sql.repository import LessonRepository
 
@@ -42,19 +43,26 @@ class RunRequest(BaseModel):
 
 
 class MatchRequest(BaseModel):
-    """A scope and the matcher's options; the lessons are the database's active ones."""
+    """The arguments of ``match`` and ``explain``: a scope, the matcher's options (``k``,
+    ``byte_budget``, ``order``), the ``query`` that ``order="relevance"`` ranks by, and
+    whether to ``explain`` every candidate. The lessons are the database's."""
 
     model_config = STRICT
 
     scope: Scope
     options: MatchOptions | None = None
+    query: str | None = Field(default=None, description='Read by options.order "relevance"')
+    explain: bool = False
 
 
 class MatchResponse(BaseModel):
-    """``lessons`` as ``match()`` returns them, and ``lesson_block`` as an agent gets it."""
+    """``lessons`` as ``match()`` returns them, ``lesson_block`` as an agent gets it, and,
+    when the request asked to ``explain``, what ``explain()`` says of every candidate (the
+    scope's lessons whatever their status; ``null`` otherwise)."""
 
     lessons: MatchResult
     lesson_block: str
+    explanation: tuple[LessonExplanation, ...] | None = None
 
 
 @pydantic.dataclasses.dataclass(config=STRICT, frozen=True)
@@ -91,6 +99,7 @@ if TYPE_CHECKING:
     LessonEdit = BaseModel
     LessonQuery = BaseModel
     ReportQuery = BaseModel
+    StatsQuery = BaseModel
 else:
     LessonEdit = create_model(
         "LessonEdit",
@@ -110,6 +119,12 @@ else:
         __config__=ConfigDict(extra="forbid"),
         __doc__="Filters of ``MetricsRepository.report``; the namespace is always the key's.",
         **keyword_fields(MetricsRepository.report, exclude=("namespace",)),
+    )
+    StatsQuery = create_model(
+        "StatsQuery",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="Filters of ``MetricsRepository.lesson_stats``; the namespace is the key's.",
+        **keyword_fields(MetricsRepository.lesson_stats, exclude=("namespace",)),
     )
 
 

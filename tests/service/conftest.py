@@ -1,8 +1,10 @@
 """A real server per backend: SQLite with memory backends, and PostgreSQL with real Redis.
 
 Each server runs in its own process on a free port, with its own key file, and lives for
-the whole test module (starting one takes about a second). PostgreSQL servers get a schema
-of their own in the session's database, so their lessons never meet other tests' rows.
+the whole test session: the modules that use it share it (starting one, migrations
+included, takes seconds), and stay apart through namespaces, keys and lesson ids of their
+own. PostgreSQL servers get a schema of their own in the session's database, so their
+lessons never meet other tests' rows.
 """
 
 from __future__ import annotations
@@ -41,11 +43,11 @@ def drop_schema(server_url: str, schema: str) -> None:
     admin.dispose()
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="session", params=BACKENDS)
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
-    """A started server (one worker) on this module's backend; stopped at the module's end."""
+    """A started server (one worker) on this backend; stopped at the session's end."""
     directory: Path = tmp_path_factory.mktemp(f"serve-{request.param}")
     env = {"CONTEXTSTORE_MAX_BODY_BYTES": str(BODY_LIMIT)}
     if request.param == "sqlite":

@@ -25,7 +25,8 @@ from contextstore.compose import Chunk
 from contextstore.engine import ContextResult
 from contextstore.knowledge import Document
 from contextstore.lessons import LessonRecord
-from contextstore.sql.report import MetricsReport
+from contextstore.matching import LessonExplanation
+from contextstore.sql.report import LessonStats, LessonUsage, MetricsReport
 from tests.redis import shared_total
 from tests.service.conftest import BODY_LIMIT
 from tests.service.server import Server
@@ -163,6 +164,7 @@ def test_openapi_document_is_valid_and_follows_the_library_types(agent: httpx.Cl
         "/v1/lessons/{entity_id}/supersede",
         "/v1/lessons/{entity_id}/history",
         "/v1/metrics/report",
+        "/v1/lessons/stats",
         "/v1/search",
         "/v1/documents",
         "/v1/documents/import",
@@ -172,12 +174,27 @@ def test_openapi_document_is_valid_and_follows_the_library_types(agent: httpx.Cl
         "/metrics",
     } <= set(spec["paths"])
     schemas = spec["components"]["schemas"]
-    for library_type in (ContextResult, LessonRecord, MetricsReport, Chunk, Document):
+    library_types = (
+        ContextResult,
+        LessonRecord,
+        MetricsReport,
+        LessonStats,
+        LessonUsage,
+        LessonExplanation,
+        Chunk,
+        Document,
+    )
+    for library_type in library_types:
         names = {field.name for field in dataclasses.fields(library_type)}
         assert set(schemas[library_type.__name__]["properties"]) == names
     run_body = schemas["RunRequest"]
     assert run_body["additionalProperties"] is False
     assert set(run_body["properties"]) == {"query", "scope", "filters", "override_budget"}
+    match_body = schemas["MatchRequest"]
+    assert set(match_body["properties"]) == {"scope", "options", "query", "explain"}
+    assert set(schemas["MatchOptions"]["properties"]) == {"k", "byte_budget", "order"}
+    explanation = schemas["MatchResponse"]["properties"]["explanation"]["anyOf"][0]
+    assert explanation["items"] == {"$ref": "#/components/schemas/LessonExplanation"}
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     request_ref = spec["paths"]["/v1/run"]["post"]["requestBody"]["content"]["application/json"]
     assert request_ref["schema"] == {"$ref": "#/components/schemas/RunRequest"}
@@ -416,6 +433,7 @@ def test_match_ranks_the_active_lessons_of_a_scope(
             "[Lessons — durable guidance distilled from prior work; matched 2, showing 1]\n"
             f"- Form of {critical}. ({critical})"
         ),
+        "explanation": None,
     }
     error(422, "invalid", "scope", agent.post("/v1/match", json={}))
     error(

@@ -6,7 +6,13 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from contextstore.engine import ContextResult
-from contextstore.matching import MatchOptions, match, render_lesson_block
+from contextstore.matching import (
+    LessonExplanation,
+    MatchOptions,
+    explain,
+    match,
+    render_lesson_block,
+)
 from contextstore.service.auth import Caller
 from contextstore.service.backends import Backends
 from contextstore.service.body import body_spec, parse_body
@@ -53,11 +59,26 @@ async def run(caller: Caller, request: Request) -> Response:
     summary="Which lessons apply",
 )
 async def match_lessons(caller: Caller, request: Request) -> Response:
-    """The database's active lessons for ``scope``, ranked and bounded as in a run."""
+    """The database's active lessons for ``scope``, ranked and bounded as in a run.
+
+    With ``explain``, also one entry per lesson the scope's keys find, whatever its status
+    (a retired one says ``not active``): ``match`` and ``explain`` read the same candidates,
+    and ``match`` takes only the active ones, so the two always agree.
+    """
     del caller  # any valid key; lessons are the database's, not a namespace's
     body = await parse_body(request, MatchRequest)
     store = backends(request)
-    candidates = await store.call(lambda: store.lessons.candidates(body.scope))
-    result = match(candidates, body.scope, body.options or MatchOptions())
-    answer = MatchResponse(lessons=result, lesson_block=render_lesson_block(result))
+    options = body.options or MatchOptions()
+    if body.explain:
+        candidates = await store.call(lambda: store.lessons.candidates(body.scope))
+        explained: tuple[LessonExplanation, ...] | None = explain(
+            candidates, body.scope, options, body.query
+        )
+    else:
+        candidates = await store.call(lambda: store.lessons.candidates(body.scope))
+        explained = None
+    result = match(candidates, body.scope, options, body.query)
+    answer = MatchResponse(
+        lessons=result, lesson_block=render_lesson_block(result), explanation=explained
+    )
     return json_response(MatchResponse, answer)
