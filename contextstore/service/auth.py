@@ -3,6 +3,8 @@
 ``Authenticate`` (the middleware) has already refused a missing or unknown key with 401 and
 put the key's ``Principal`` in the request state; these dependencies read it, declare the
 bearer scheme in the OpenAPI document, and refuse a role that may not call a route (403).
+They are coroutines: FastAPI runs a plain function dependency in a worker thread, a hop
+that would cost every request more than the rest of the service's own work.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ bearer = HTTPBearer(
 )
 
 
-def principal(
+async def principal(
     request: Request,
     _: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)],
 ) -> Principal:
@@ -32,7 +34,7 @@ def principal(
     return found
 
 
-def admin(caller: Annotated[Principal, Depends(principal)]) -> Principal:
+async def admin(caller: Annotated[Principal, Depends(principal)]) -> Principal:
     if caller.role != "admin":
         raise HTTPException(403, "this needs an admin key")
     return caller

@@ -96,7 +96,8 @@ def _validation(_: Request, exc: Exception) -> Response:
         return error_response(400, "malformed_json", "the body is not valid JSON", "body")
     field = field_path(location) or ("body" if location[:1] == ("body",) else None)
     kind = first.get("type", "invalid")
-    refused = first.get("ctx", {}).get("error")
+    context = first.get("ctx")
+    refused = context.get("error") if isinstance(context, dict) else None
     if isinstance(refused, ValidationError):
         # A library type refused itself (``MatchOptions.order``): name its field in place.
         inner = field_path((*location, refused.field)) if refused.field else field

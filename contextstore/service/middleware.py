@@ -198,7 +198,9 @@ class Deadline:
             await send(message)
 
         try:
-            await asyncio.wait_for(self.app(scope, receive, watch), self.seconds)
+            # A deadline on this task itself: no second task per request, as wait_for makes.
+            async with asyncio.timeout(self.seconds):
+                await self.app(scope, receive, watch)
         except TimeoutError:
             if not started["value"]:
                 message = f"the request took longer than {self.seconds:g} s"
