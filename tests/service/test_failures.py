@@ -174,7 +174,10 @@ def test_shutdown_lets_requests_in_flight_finish(tmp_path: Path, postgres_server
         threads = [threading.Thread(target=stream) for _ in range(4)]
         for thread in threads:
             thread.start()
-        time.sleep(0.5)
+        # Stop once requests are flowing (a fixed pause is not enough on a loaded machine).
+        deadline = time.monotonic() + 30.0
+        while len(results) < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert server.stop() == 0
         for thread in threads:
             thread.join()
