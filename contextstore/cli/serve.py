@@ -9,12 +9,13 @@ requests in flight finish, then the stores close.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import shutil
 import signal
 import tempfile
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -22,6 +23,7 @@ from contextstore.cli.common import EXIT_USAGE, cli_errors, fail
 from contextstore.errors import BackendUnavailableError, MissingExtraError
 
 MAX_WORKERS = 64
+WORKER_HEALTHCHECK_SECONDS = 60
 
 logger = logging.getLogger("contextstore.service")
 
@@ -81,6 +83,12 @@ def serve(
     # SystemExit instead lets the clean-up below run and reports success.
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, _stopped)
+    options: dict[str, Any] = {}
+    if "timeout_worker_healthcheck" in inspect.signature(uvicorn.run).parameters:
+        # uvicorn kills a worker that does not answer its ping within this time (5 s by
+        # default) and starts another: on a busy machine a worker still importing at start
+        # can take longer, and would be killed and restarted again and again.
+        options["timeout_worker_healthcheck"] = WORKER_HEALTHCHECK_SECONDS
     try:
         uvicorn.run(
             "contextstore.service.app:create_app",
@@ -92,6 +100,7 @@ def serve(
             access_log=False,
             server_header=False,
             timeout_graceful_shutdown=int(settings.request_timeout) + 5,
+            **options,
         )
     finally:
         if own_directory:
