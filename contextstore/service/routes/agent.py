@@ -69,14 +69,12 @@ async def match_lessons(caller: Caller, request: Request) -> Response:
     body = await parse_body(request, MatchRequest)
     store = backends(request)
     options = body.options or MatchOptions()
+    candidates = await store.call(
+        lambda: store.lessons.candidates(body.scope, include_inactive=body.explain)
+    )
+    explained: tuple[LessonExplanation, ...] | None = None
     if body.explain:
-        candidates = await store.call(lambda: store.lessons.candidates(body.scope))
-        explained: tuple[LessonExplanation, ...] | None = explain(
-            candidates, body.scope, options, body.query
-        )
-    else:
-        candidates = await store.call(lambda: store.lessons.candidates(body.scope))
-        explained = None
+        explained = explain(candidates, body.scope, options, body.query)
     result = match(candidates, body.scope, options, body.query)
     answer = MatchResponse(
         lessons=result, lesson_block=render_lesson_block(result), explanation=explained
