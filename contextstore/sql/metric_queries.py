@@ -8,14 +8,15 @@ position and interpolate here with PostgreSQL's own arithmetic (IEEE doubles,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import InstrumentedAttribute
 
-from contextstore.errors import ValidationError
+from contextstore.errors import ContextStoreError, ValidationError
 from contextstore.sql.metric_validation import aware, checked_text
 from contextstore.sql.models import QueryMetricRow
 from contextstore.sql.report import (
@@ -27,7 +28,17 @@ from contextstore.sql.report import (
 )
 from contextstore.sql.trace_queries import contains, unnest
 
-__all__ = ["Group", "bucket_index", "filter_conditions", "grouped_figures", "grouping"]
+__all__ = [
+    "WALK_GROUPS",
+    "Group",
+    "bucket_index",
+    "filter_conditions",
+    "grouped_figures",
+    "grouping",
+    "report_figures",
+    "walkable",
+    "walked_percentiles",
+]
 
 Group = sa.ColumnElement[Any] | InstrumentedAttribute[Any]
 """What rows may be grouped by: a column of ``QueryMetricRow`` or an expression over it."""
@@ -93,22 +104,32 @@ def bucket_index(dialect: str, bucket_seconds: int) -> sa.ColumnElement[int]:
     return (seconds - ((seconds % size) + size) % size) // size
 
 
-def _aggregates(group: Group | None, *, window: bool) -> list[sa.ColumnElement[Any]]:
-    """count, sums and first/last: as aggregates, or as window functions over ``group``."""
+def _aggregates() -> list[sa.ColumnElement[Any]]:
+    """count, sums and first/last of the selected rows, as aggregates."""
     row = QueryMetricRow
-    columns: list[tuple[str, sa.FunctionElement[Any]]] = [
-        ("n", sa.func.count()),
-        ("context_total", sa.func.sum(row.context_length)),
-        ("guard_failures", sa.func.sum(sa.case((row.guard_passed, 0), else_=1))),
-        ("cache_hits", sa.func.sum(sa.case((row.cache_hit, 1), else_=0))),
-        ("matched_total", sa.func.sum(row.lessons_matched)),
-        ("included_total", sa.func.sum(row.lessons_included)),
-        ("first_at", sa.func.min(row.recorded_at)),
-        ("last_at", sa.func.max(row.recorded_at)),
+    return [
+        sa.func.count().label("n"),
+        sa.func.sum(row.context_length).label("context_total"),
+        sa.func.sum(sa.case((row.guard_passed, 0), else_=1)).label("guard_failures"),
+        sa.func.sum(sa.case((row.cache_hit, 1), else_=0)).label("cache_hits"),
+        sa.func.sum(row.lessons_matched).label("matched_total"),
+        sa.func.sum(row.lessons_included).label("included_total"),
+        sa.func.min(row.recorded_at).label("first_at"),
+        sa.func.max(row.recorded_at).label("last_at"),
     ]
-    if not window:
-        return [function.label(name) for name, function in columns]
-    return [function.over(partition_by=group).label(name) for name, function in columns]
+
+
+WALK_GROUPS = 8
+"""Most groups whose percentiles are read by walking the latency indexes; more are sorted."""
+
+
+def walkable(filters: MetricsFilter) -> bool:
+    """Whether percentiles under ``filters`` may be walked along the latency indexes.
+
+    A lesson filter is answered only from the rows' traces, which no index holds: walking
+    would read a row per step, so such reports sort the matching rows instead.
+    """
+    return filters.lesson is None
 
 
 def grouped_figures(
@@ -116,13 +137,28 @@ def grouped_figures(
     conditions: Sequence[sa.ColumnElement[bool]],
     group: Group | None,
     source: sa.FromClause | None = None,
+    *,
+    walk: bool = False,
 ) -> dict[Any, MetricsFigures]:
     """Figures per value of ``group`` (key ``None`` when ungrouped); groups without rows absent.
 
     ``source`` replaces ``query_metrics`` as the FROM (a join that unnests a trace array).
-    Each dialect path is a single statement, so the counts and the percentiles of a group
-    always describe the same rows.
+    Call it inside one read transaction (a snapshot): the sums and the percentiles may be
+    read by separate statements, and must describe the same rows.
+
+    ``walk`` (see ``walkable``): when ``group`` is ``None`` or a column of the latency
+    indexes with at most ``WALK_GROUPS`` values, each percentile is read as the rows at its
+    rank along the index (``ORDER BY response_ms LIMIT 2 OFFSET k``, from whichever end is
+    nearer), with no sort. Otherwise PostgreSQL sorts each group in ``percentile_cont``
+    and other databases rank the rows with a window function.
     """
+    if walk and source is None and (group is None or _indexed(group)):
+        sums = _sums(connection, conditions, group)
+        if len(sums) <= WALK_GROUPS:
+            ranks = walked_percentiles(
+                connection, conditions, group, {key: int(row["n"]) for key, row in sums.items()}
+            )
+            return {key: _make_figures(row, ranks[key]) for key, row in sums.items()}
     key = (sa.null() if group is None else group).label("g")
     if connection.dialect.name == "postgresql":
         # One ordered-set aggregate over an array of fractions sorts each group once; three
@@ -131,7 +167,7 @@ def grouped_figures(
         percentiles = sa.func.percentile_cont(fractions).within_group(QueryMetricRow.response_ms)
         statement = sa.select(
             key,
-            *_aggregates(group, window=False),
+            *_aggregates(),
             sa.type_coerce(percentiles, postgresql.ARRAY(sa.Float())).label("p"),
         ).where(*conditions)
         if source is not None:
@@ -144,47 +180,168 @@ def grouped_figures(
                 values = tuple(row["p"])
                 results[row["g"]] = _make_figures(row, values)
         return results
-    return _figures_windowed(connection, conditions, group, key, source)
+    sums = _sums(connection, conditions, group, source)
+    ranked = _ranked(connection, conditions, group, key, source)
+    return {
+        group_key: _make_figures(
+            row,
+            tuple(
+                interpolate(ranked[group_key], int(row["n"]), fraction) for fraction in PERCENTILES
+            ),
+        )
+        for group_key, row in sums.items()
+    }
 
 
-def _figures_windowed(
+def report_figures(
+    connection: sa.Connection, conditions: Sequence[sa.ColumnElement[bool]], *, walk: bool
+) -> tuple[MetricsFigures | None, dict[Any, MetricsFigures]]:
+    """The overall figures of the selected rows (``None`` without rows) and per complexity.
+
+    Walked (see ``grouped_figures``): one GROUP BY complexity gives the sums of every level,
+    the overall sums are theirs added up (the levels partition the rows), and one statement
+    walks the overall and per-level percentiles. Otherwise two ``grouped_figures`` calls.
+    """
+    level = QueryMetricRow.complexity
+    if walk:
+        sums = _sums(connection, conditions, level)
+        if len(sums) <= WALK_GROUPS:
+            counts = {key: int(row["n"]) for key, row in sums.items()}
+            ranks = walked_percentiles(connection, conditions, level, counts)
+            grouped = {key: _make_figures(row, ranks[key]) for key, row in sums.items()}
+            if not sums:
+                return None, grouped
+            total = _added(list(sums.values()))
+            overall = walked_percentiles(connection, conditions, None, {None: int(total["n"])})
+            return _make_figures(total, overall[None]), grouped
+    overall_figures = grouped_figures(connection, conditions, None).get(None)
+    return overall_figures, grouped_figures(connection, conditions, level)
+
+
+def _added(rows: Sequence[Mapping[Any, Any]]) -> dict[str, Any]:
+    """The sums of the union of disjoint groups, from each group's sums."""
+    totals = (
+        "n",
+        "context_total",
+        "guard_failures",
+        "cache_hits",
+        "matched_total",
+        "included_total",
+    )
+    added: dict[str, Any] = {name: sum(int(row[name]) for row in rows) for name in totals}
+    added["first_at"] = min(row["first_at"] for row in rows)
+    added["last_at"] = max(row["last_at"] for row in rows)
+    return added
+
+
+def _indexed(group: Group) -> bool:
+    """Whether ``group`` is a column the latency indexes hold (so a walk can filter on it)."""
+    columns = (QueryMetricRow.complexity, QueryMetricRow.intent, QueryMetricRow.worker)
+    return any(group is column for column in columns)
+
+
+def _sums(
+    connection: sa.Connection,
+    conditions: Sequence[sa.ColumnElement[bool]],
+    group: Group | None,
+    source: sa.FromClause | None = None,
+) -> dict[Any, sa.RowMapping]:
+    """count, sums and first/last per value of ``group``: one GROUP BY, no sort of values."""
+    key = (sa.null() if group is None else group).label("g")
+    statement = sa.select(key, *_aggregates()).where(*conditions)
+    if source is not None:
+        statement = statement.select_from(source)
+    if group is not None:
+        statement = statement.group_by(group)
+    return {row["g"]: row for row in connection.execute(statement).mappings() if row["n"]}
+
+
+def walked_percentiles(
+    connection: sa.Connection,
+    conditions: Sequence[sa.ColumnElement[bool]],
+    group: Group | None,
+    counts: dict[Any, int],
+) -> dict[Any, tuple[float, ...]]:
+    """``PERCENTILES`` per group of ``counts`` (group value → rows), read along an index.
+
+    One statement: for each group and fraction, the (at most) two rows around the
+    percentile's position, as ``ORDER BY response_ms LIMIT 2 OFFSET k`` from the nearer end
+    (a descending walk for the high ranks, so p99 steps over 1% of the rows, not 99%).
+    Values at consecutive ranks are ordered, so sorting the two found gives their ranks.
+    """
+    parts: list[sa.Select[Any]] = []
+    wanted: list[tuple[Any, int, int]] = []  # per part: group key, first rank, count
+    for group_key, count in counts.items():
+        for fraction in PERCENTILES:
+            first = math.floor(fraction * (count - 1))
+            taken = min(2, count - first)
+            descending = first > (count - 1) / 2
+            offset = count - first - taken if descending else first
+            order = QueryMetricRow.response_ms.desc() if descending else QueryMetricRow.response_ms
+            narrowed = list(conditions) if group is None else [*conditions, group == group_key]
+            walk = (
+                sa.select(QueryMetricRow.response_ms.label("v"))
+                .where(*narrowed)
+                .order_by(order)
+                .limit(taken)
+                .offset(offset)
+                .subquery(f"walk_{len(parts)}")
+            )
+            parts.append(sa.select(sa.literal(len(parts), sa.Integer()).label("part"), walk.c.v))
+            wanted.append((group_key, first, taken))
+    found: dict[int, list[float]] = {}
+    if parts:
+        for part, value in connection.execute(sa.union_all(*parts)).all():
+            found.setdefault(int(part), []).append(float(value))
+    ranks: dict[Any, dict[int, float]] = {}
+    for part, (group_key, first, taken) in enumerate(wanted):
+        values = sorted(found.get(part, ()))
+        if len(values) != taken:
+            raise ContextStoreError("metrics changed while a report read them")
+        ranks.setdefault(group_key, {}).update(
+            {first + step: value for step, value in enumerate(values)}
+        )
+    return {
+        group_key: tuple(interpolate(ranks[group_key], count, f) for f in PERCENTILES)
+        for group_key, count in counts.items()
+    }
+
+
+def _ranked(
     connection: sa.Connection,
     conditions: Sequence[sa.ColumnElement[bool]],
     group: Group | None,
     key: sa.Label[Any],
     source: sa.FromClause | None,
-) -> dict[Any, MetricsFigures]:
-    """Percentiles without ``percentile_cont``: rank in SQL, fetch only the needed ranks."""
+) -> dict[Any, dict[int, float]]:
+    """Percentiles without ``percentile_cont``: rank in SQL, fetch only the needed ranks.
+
+    Only the group, the value, its rank and the group's size are windowed; the sums come
+    from a plain GROUP BY (``_sums``), far cheaper than a window aggregate per column.
+    """
     rank = sa.func.row_number().over(partition_by=group, order_by=QueryMetricRow.response_ms)
     inner = sa.select(
         key,
         QueryMetricRow.response_ms.label("v"),
         (rank - 1).label("rk"),
-        *_aggregates(group, window=True),
+        sa.func.count().over(partition_by=group).label("n"),
     ).where(*conditions)
     if source is not None:
         inner = inner.select_from(source)
     ranked = inner.subquery()
-    # Rank 0 always, so every non-empty group yields a row carrying its aggregates; then the
-    # two ranks around each percentile's position. CAST truncates, i.e. floors (rk ≥ 0).
-    wanted = [ranked.c.rk == 0]
+    # The two ranks around each percentile's position. CAST truncates, i.e. floors (rk ≥ 0).
+    wanted = []
     for fraction in PERCENTILES:
         first = sa.cast(sa.literal(fraction, sa.Float()) * (ranked.c.n - 1), sa.Integer())
         wanted.append(ranked.c.rk.between(first, first + 1))
-    statement = sa.select(ranked).where(sa.or_(*wanted))
-    rows: dict[Any, tuple[sa.RowMapping, dict[int, float]]] = {}
+    statement = sa.select(ranked.c.g, ranked.c.rk, ranked.c.v).where(sa.or_(*wanted))
+    ranks: dict[Any, dict[int, float]] = {}
     for row in connection.execute(statement).mappings():
-        _, ranks = rows.setdefault(row["g"], (row, {}))
-        ranks[int(row["rk"])] = float(row["v"])
-    results: dict[Any, MetricsFigures] = {}
-    for group_key, (row, ranks) in rows.items():
-        count = int(row["n"])
-        values = tuple(interpolate(ranks, count, fraction) for fraction in PERCENTILES)
-        results[group_key] = _make_figures(row, values)
-    return results
+        ranks.setdefault(row["g"], {})[int(row["rk"])] = float(row["v"])
+    return ranks
 
 
-def _make_figures(row: sa.RowMapping, percentiles: Sequence[float | None]) -> MetricsFigures:
+def _make_figures(row: Mapping[Any, Any], percentiles: Sequence[float | None]) -> MetricsFigures:
     # Means and rates are integer sums divided here, not AVG() in SQL: PostgreSQL's AVG of an
     # integer is NUMERIC and SQLite's a double, and they could differ in the last digit.
     runs = int(row["n"])

@@ -28,6 +28,8 @@ from contextstore.sql.metric_queries import (
     filter_conditions,
     grouped_figures,
     grouping,
+    report_figures,
+    walkable,
 )
 from contextstore.sql.metric_validation import aware, checked_text, row_values
 from contextstore.sql.models import QueryMetricRow
@@ -250,14 +252,18 @@ class MetricsRepository:
         conditions = self._conditions(filters)
         dialect = self._engine.dialect.name
         group_by = None if by is None else grouping(dialect, by)
+        walk = walkable(filters)
 
         def read(
             connection: sa.Connection,
         ) -> tuple[MetricsFigures, dict[Any, MetricsFigures], dict[Any, MetricsFigures]]:
-            overall = grouped_figures(connection, conditions, None).get(None, EMPTY_FIGURES)
-            grouped = grouped_figures(connection, conditions, QueryMetricRow.complexity)
-            chosen = {} if group_by is None else grouped_figures(connection, conditions, *group_by)
-            return overall, grouped, chosen
+            overall, grouped = report_figures(connection, conditions, walk=walk)
+            chosen = (
+                {}
+                if group_by is None
+                else grouped_figures(connection, conditions, *group_by, walk=walk)
+            )
+            return overall or EMPTY_FIGURES, grouped, chosen
 
         overall, grouped, chosen = self._read(read, snapshot=True)
         levels = list(COMPLEXITY_ORDER) + sorted(set(grouped) - set(COMPLEXITY_ORDER))
@@ -371,7 +377,9 @@ class MetricsRepository:
         )
         conditions = self._conditions(filters)
         bucket = bucket_index(self._engine.dialect.name, bucket_seconds)
-        grouped = self._read(lambda connection: grouped_figures(connection, conditions, bucket))
+        grouped = self._read(
+            lambda connection: grouped_figures(connection, conditions, bucket), snapshot=True
+        )
         return tuple(
             SeriesPoint(
                 bucket_start=datetime.fromtimestamp(int(index) * bucket_seconds, UTC),

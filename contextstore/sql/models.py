@@ -155,6 +155,20 @@ class LessonEventRow(Base):
     __table_args__ = (sa.Index("ix_lesson_events_lesson_id", "lesson_id", "id"),)
 
 
+# What the reports read besides namespace, complexity and response_ms: the report indexes
+# carry these too, so a report never reads the wide rows (their JSON traces).
+REPORT_COLUMNS = (
+    "recorded_at",
+    "intent",
+    "worker",
+    "cache_hit",
+    "guard_passed",
+    "context_length",
+    "lessons_matched",
+    "lessons_included",
+)
+
+
 class QueryMetricRow(Base):
     """``query_metrics``: one row per engine run (see ``contextstore.metrics.QueryMetric``)."""
 
@@ -197,6 +211,18 @@ class QueryMetricRow(Base):
     __table_args__ = (
         sa.Index("ix_query_metrics_namespace_recorded_at", "namespace", "recorded_at"),
         sa.Index("ix_query_metrics_recorded_at", "recorded_at"),
+        # The reports' percentiles walk these in response-time order (OFFSET k) instead of
+        # sorting; they hold every column a report reads, so the wide rows are never read.
+        sa.Index(
+            "ix_query_metrics_latency", "namespace", "response_ms", "complexity", *REPORT_COLUMNS
+        ),
+        sa.Index(
+            "ix_query_metrics_complexity_latency",
+            "namespace",
+            "complexity",
+            "response_ms",
+            *REPORT_COLUMNS,
+        ),
     )
 
 

@@ -25,7 +25,7 @@ from contextstore.sql.database import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0005_traces"
+HEAD = "0006_report_indexes"
 TABLES = {
     "lessons",
     "lesson_scopes",
