@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -28,10 +29,13 @@ from contextstore.sql.report import (
 )
 from contextstore.sql.trace_queries import contains, unnest
 
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
 __all__ = [
     "WALK_GROUPS",
     "Group",
     "bucket_index",
+    "bucket_ranges",
     "filter_conditions",
     "grouped_figures",
     "grouping",
@@ -84,6 +88,44 @@ def grouping(dialect: str, by: str) -> tuple[Group, sa.FromClause | None]:
     if by in ("complexity", "intent", "worker"):
         return getattr(QueryMetricRow, by), None
     raise ValidationError("by", f"must be one of {', '.join(GROUPINGS)}, got {by!r}")
+
+
+JOINED_BUCKETS = 2000
+"""Most buckets a SQLite series joins as time ranges; a longer series computes each row's."""
+
+
+def bucket_ranges(
+    first: datetime, last: datetime, bucket_seconds: int
+) -> tuple[sa.ColumnElement[int], sa.FromClause] | None:
+    """SQLite: the buckets from ``first`` to ``last`` as a table of time ranges joined to the
+    rows, and the bucket index to group on; ``None`` when there would be too many.
+
+    Each bucket's rows are one range of the ``recorded_at`` index, so no row's instant is
+    parsed (``bucket_index`` parses every row's text, several times per statement). A
+    bound is whole seconds, ``YYYY-MM-DD HH:MM:SS``: it sorts before every stored instant
+    of that second, fraction or not, so the ranges split the rows exactly as the index does.
+    """
+    start = _epoch_seconds(first) // bucket_seconds
+    end = _epoch_seconds(last) // bucket_seconds
+    if end - start + 1 > JOINED_BUCKETS:
+        return None
+    seed = sa.select(sa.literal(start, sa.Integer()).label("i")).cte("buckets", recursive=True)
+    buckets = seed.union_all(sa.select(seed.c.i + 1).where(seed.c.i < end))
+    size = sa.literal(bucket_seconds, sa.Integer())
+
+    def bound(index: sa.ColumnElement[int]) -> sa.ColumnElement[Any]:
+        return sa.func.strftime(sa.literal("%Y-%m-%d %H:%M:%S"), index * size, "unixepoch")
+
+    row = QueryMetricRow.recorded_at
+    source = sa.join(
+        buckets, QueryMetricRow, sa.and_(row >= bound(buckets.c.i), row < bound(buckets.c.i + 1))
+    )
+    return buckets.c.i, source
+
+
+def _epoch_seconds(instant: datetime) -> int:
+    """Whole seconds since the Unix epoch, floored (so a bucket index floors too)."""
+    return (aware("instant", instant) - EPOCH) // timedelta(seconds=1)
 
 
 def bucket_index(dialect: str, bucket_seconds: int) -> sa.ColumnElement[int]:

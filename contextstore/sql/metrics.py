@@ -24,7 +24,9 @@ from contextstore.errors import BackendUnavailableError, ContextStoreError, Vali
 from contextstore.metrics import QueryMetric
 from contextstore.sql.database import autocommit, read_only
 from contextstore.sql.metric_queries import (
+    Group,
     bucket_index,
+    bucket_ranges,
     filter_conditions,
     grouped_figures,
     grouping,
@@ -181,9 +183,7 @@ class MetricsRepository:
         without reading the rows, so it costs the same at any table size.
         """
         conditions = self._conditions(MetricsFilter(namespace=namespace))
-        statement = sa.select(
-            sa.func.min(QueryMetricRow.recorded_at), sa.func.max(QueryMetricRow.recorded_at)
-        ).where(*conditions)
+        statement = _ends(conditions)
         first, last = self._read(lambda connection: connection.execute(statement).one())
         if first is None or last is None:
             return None, None
@@ -376,10 +376,22 @@ class MetricsRepository:
             lesson=lesson,
         )
         conditions = self._conditions(filters)
-        bucket = bucket_index(self._engine.dialect.name, bucket_seconds)
-        grouped = self._read(
-            lambda connection: grouped_figures(connection, conditions, bucket), snapshot=True
-        )
+        dialect = self._engine.dialect.name
+        ends = _ends(conditions)
+
+        def read(connection: sa.Connection) -> dict[Any, MetricsFigures]:
+            group: Group = bucket_index(dialect, bucket_seconds)
+            source = None
+            if dialect == "sqlite":
+                first, last = connection.execute(ends).one()
+                if first is None or last is None:
+                    return {}
+                ranges = bucket_ranges(first, last, bucket_seconds)
+                if ranges is not None:
+                    group, source = ranges
+            return grouped_figures(connection, conditions, group, source)
+
+        grouped = self._read(read, snapshot=True)
         return tuple(
             SeriesPoint(
                 bucket_start=datetime.fromtimestamp(int(index) * bucket_seconds, UTC),
@@ -430,6 +442,17 @@ class MetricsRepository:
                     return work(connection)
         except sa.exc.SQLAlchemyError as exc:
             raise _translate(exc) from exc
+
+
+def _ends(conditions: list[sa.ColumnElement[bool]]) -> sa.Select[Any]:
+    """The first and last ``recorded_at`` under ``conditions``, each its own subquery: SQLite
+    reads a lone min() or max() from one end of an index, but scans for both together."""
+    row = QueryMetricRow
+    first = sa.select(sa.func.min(row.recorded_at)).where(*conditions).scalar_subquery()
+    last = sa.select(sa.func.max(row.recorded_at)).where(*conditions).scalar_subquery()
+    return sa.select(
+        sa.type_coerce(first, row.recorded_at.type), sa.type_coerce(last, row.recorded_at.type)
+    )
 
 
 def _group_rows(by: str | None, grouped: dict[Any, MetricsFigures]) -> tuple[GroupRow, ...]:

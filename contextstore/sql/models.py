@@ -155,10 +155,9 @@ class LessonEventRow(Base):
     __table_args__ = (sa.Index("ix_lesson_events_lesson_id", "lesson_id", "id"),)
 
 
-# What the reports read besides namespace, complexity and response_ms: the report indexes
-# carry these too, so a report never reads the wide rows (their JSON traces).
+# What a report reads besides namespace, recorded_at, response_ms and complexity: every
+# report index carries these too, so a report never reads the wide rows (their JSON traces).
 REPORT_COLUMNS = (
-    "recorded_at",
     "intent",
     "worker",
     "cache_hit",
@@ -209,18 +208,32 @@ class QueryMetricRow(Base):
     )
 
     __table_args__ = (
-        sa.Index("ix_query_metrics_namespace_recorded_at", "namespace", "recorded_at"),
         sa.Index("ix_query_metrics_recorded_at", "recorded_at"),
-        # The reports' percentiles walk these in response-time order (OFFSET k) instead of
-        # sorting; they hold every column a report reads, so the wide rows are never read.
+        # The report indexes (revision 0006): a namespace's time range (span, since/until,
+        # a series' buckets), and response times in order, overall and per complexity, which
+        # a percentile walks (OFFSET k) instead of sorting.
         sa.Index(
-            "ix_query_metrics_latency", "namespace", "response_ms", "complexity", *REPORT_COLUMNS
+            "ix_query_metrics_time",
+            "namespace",
+            "recorded_at",
+            "response_ms",
+            "complexity",
+            *REPORT_COLUMNS,
+        ),
+        sa.Index(
+            "ix_query_metrics_latency",
+            "namespace",
+            "response_ms",
+            "recorded_at",
+            "complexity",
+            *REPORT_COLUMNS,
         ),
         sa.Index(
             "ix_query_metrics_complexity_latency",
             "namespace",
             "complexity",
             "response_ms",
+            "recorded_at",
             *REPORT_COLUMNS,
         ),
     )

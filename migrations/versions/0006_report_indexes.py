@@ -1,19 +1,21 @@
-"""Indexes that let the metrics reports walk response times in order instead of sorting them.
+"""Indexes that answer the metrics reports without reading the rows or sorting them.
 
 Revision ID: 0006_report_indexes
 Revises: 0005_traces
 Create Date: 2026-12-01
 
-Two indexes on ``query_metrics`` holding every column a report reads or filters on, so the
-reports are answered from the indexes alone (an index-only scan on PostgreSQL, a covering
-index on SQLite) and never touch the wide rows with their JSON traces:
+Three indexes on ``query_metrics`` holding every column a report reads or filters on, so a
+report is answered from an index alone (an index-only scan on PostgreSQL, a covering index
+on SQLite) and never reads the wide rows with their JSON traces:
 
+- ``ix_query_metrics_time`` (namespace, recorded_at, …) replaces
+  ``ix_query_metrics_namespace_recorded_at``: a namespace's time range, a series' buckets;
 - ``ix_query_metrics_latency`` (namespace, response_ms, …): a percentile of a namespace's
   runs is the row ``OFFSET k`` along it, an ordered walk with no sort;
-- ``ix_query_metrics_complexity_latency`` (namespace, complexity, response_ms, …): the same
-  per complexity level, and the per-complexity sums read in group order.
+- ``ix_query_metrics_complexity_latency`` (namespace, complexity, response_ms, …): the
+  same per complexity level, and the per-complexity sums read in group order.
 
-Existing rows are indexed as the revision runs; the downgrade drops both indexes.
+Existing rows are indexed as the revision runs; the downgrade restores the original index.
 """
 
 from __future__ import annotations
@@ -27,9 +29,8 @@ down_revision: str | Sequence[str] | None = "0005_traces"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Frozen copies of contextstore.sql.models.REPORT_COLUMNS and the two indexes over them.
+# Frozen copies of contextstore.sql.models.REPORT_COLUMNS and the indexes over them.
 REPORT_COLUMNS = (
-    "recorded_at",
     "intent",
     "worker",
     "cache_hit",
@@ -39,21 +40,25 @@ REPORT_COLUMNS = (
     "lessons_included",
 )
 INDEXES = {
-    "ix_query_metrics_latency": ("namespace", "response_ms", "complexity", *REPORT_COLUMNS),
+    "ix_query_metrics_time": ("namespace", "recorded_at", "response_ms", "complexity"),
+    "ix_query_metrics_latency": ("namespace", "response_ms", "recorded_at", "complexity"),
     "ix_query_metrics_complexity_latency": (
         "namespace",
         "complexity",
         "response_ms",
-        *REPORT_COLUMNS,
+        "recorded_at",
     ),
 }
+REPLACED = ("ix_query_metrics_namespace_recorded_at", ("namespace", "recorded_at"))
 
 
 def upgrade() -> None:
     for name, columns in INDEXES.items():
-        op.create_index(name, "query_metrics", list(columns))
+        op.create_index(name, "query_metrics", [*columns, *REPORT_COLUMNS])
+    op.drop_index(REPLACED[0], table_name="query_metrics")
 
 
 def downgrade() -> None:
+    op.create_index(REPLACED[0], "query_metrics", list(REPLACED[1]))
     for name in reversed(INDEXES):
         op.drop_index(name, table_name="query_metrics")
