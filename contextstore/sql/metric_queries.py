@@ -39,6 +39,7 @@ __all__ = [
     "filter_conditions",
     "grouped_figures",
     "grouping",
+    "lateral_series",
     "report_figures",
     "walkable",
     "walked_percentiles",
@@ -91,7 +92,18 @@ def grouping(dialect: str, by: str) -> tuple[Group, sa.FromClause | None]:
 
 
 JOINED_BUCKETS = 2000
-"""Most buckets a SQLite series joins as time ranges; a longer series computes each row's."""
+"""Most buckets a series reads as time ranges of the index; a longer one computes each row's."""
+
+
+def _buckets(first: datetime, last: datetime, bucket_seconds: int) -> sa.CTE | None:
+    """The bucket indexes from ``first``'s to ``last``'s as a table (column ``i``), or
+    ``None`` when there would be more than ``JOINED_BUCKETS``."""
+    start = _epoch_seconds(first) // bucket_seconds
+    end = _epoch_seconds(last) // bucket_seconds
+    if end - start + 1 > JOINED_BUCKETS:
+        return None
+    seed = sa.select(sa.literal(start, sa.BigInteger()).label("i")).cte("buckets", recursive=True)
+    return seed.union_all(sa.select(seed.c.i + 1).where(seed.c.i < end))
 
 
 def bucket_ranges(
@@ -105,13 +117,10 @@ def bucket_ranges(
     bound is whole seconds, ``YYYY-MM-DD HH:MM:SS``: it sorts before every stored instant
     of that second, fraction or not, so the ranges split the rows exactly as the index does.
     """
-    start = _epoch_seconds(first) // bucket_seconds
-    end = _epoch_seconds(last) // bucket_seconds
-    if end - start + 1 > JOINED_BUCKETS:
+    buckets = _buckets(first, last, bucket_seconds)
+    if buckets is None:
         return None
-    seed = sa.select(sa.literal(start, sa.Integer()).label("i")).cte("buckets", recursive=True)
-    buckets = seed.union_all(sa.select(seed.c.i + 1).where(seed.c.i < end))
-    size = sa.literal(bucket_seconds, sa.Integer())
+    size = sa.literal(bucket_seconds, sa.BigInteger())
 
     def bound(index: sa.ColumnElement[int]) -> sa.ColumnElement[Any]:
         return sa.func.strftime(sa.literal("%Y-%m-%d %H:%M:%S"), index * size, "unixepoch")
@@ -121,6 +130,48 @@ def bucket_ranges(
         buckets, QueryMetricRow, sa.and_(row >= bound(buckets.c.i), row < bound(buckets.c.i + 1))
     )
     return buckets.c.i, source
+
+
+def lateral_series(
+    connection: sa.Connection,
+    conditions: Sequence[sa.ColumnElement[bool]],
+    first: datetime,
+    last: datetime,
+    bucket_seconds: int,
+) -> dict[Any, MetricsFigures] | None:
+    """PostgreSQL: figures per bucket index, each bucket a LATERAL aggregate over its own
+    time range of ``ix_query_metrics_time``; ``None`` when there would be too many buckets.
+
+    ``percentile_cont`` then sorts one bucket at a time, in memory, instead of the whole
+    range being sorted by a computed bucket and then each group again.
+    """
+    buckets = _buckets(first, last, bucket_seconds)
+    if buckets is None:
+        return None
+    size = sa.literal(bucket_seconds, sa.BigInteger())
+    row = QueryMetricRow.recorded_at
+    fractions = sa.literal(list(PERCENTILES), postgresql.ARRAY(sa.Float()))
+    percentiles = sa.func.percentile_cont(fractions).within_group(QueryMetricRow.response_ms)
+    figures = (
+        sa.select(
+            *_aggregates(), sa.type_coerce(percentiles, postgresql.ARRAY(sa.Float())).label("p")
+        )
+        .where(
+            *conditions,
+            row >= sa.func.to_timestamp(buckets.c.i * size),
+            row < sa.func.to_timestamp((buckets.c.i + 1) * size),
+        )
+        .lateral("figures")
+    )
+    statement = (
+        sa.select(buckets.c.i.label("g"), figures)
+        .select_from(buckets.join(figures, sa.true()))
+        .where(figures.c.n > 0)
+    )
+    return {
+        found["g"]: _make_figures(found, tuple(found["p"]))
+        for found in connection.execute(statement).mappings()
+    }
 
 
 def _epoch_seconds(instant: datetime) -> int:

@@ -30,6 +30,7 @@ from contextstore.sql.metric_queries import (
     filter_conditions,
     grouped_figures,
     grouping,
+    lateral_series,
     report_figures,
     walkable,
 )
@@ -382,10 +383,14 @@ class MetricsRepository:
         def read(connection: sa.Connection) -> dict[Any, MetricsFigures]:
             group: Group = bucket_index(dialect, bucket_seconds)
             source = None
-            if dialect == "sqlite":
-                first, last = connection.execute(ends).one()
-                if first is None or last is None:
-                    return {}
+            first, last = connection.execute(ends).one()
+            if first is None or last is None:
+                return {}
+            if dialect == "postgresql":
+                found = lateral_series(connection, conditions, first, last, bucket_seconds)
+                if found is not None:
+                    return found
+            else:
                 ranges = bucket_ranges(first, last, bucket_seconds)
                 if ranges is not None:
                     group, source = ranges
