@@ -8,7 +8,7 @@ INSERT; SQLite + memory: the SELECT and the committed INSERT, in process). The r
 contextstore costs on top of the computation and the unavoidable I/O. The write phase (cache
 store + sample + metrics row, after ``pipeline_ms`` ends) is reported on its own.
 
-Round trips are counted on the wire for PostgreSQL + Redis (``tests.wire.RoundTripProxy``:
+Round trips are counted on the wire for PostgreSQL + Redis (``benchmarks.wire.RoundTripProxy``:
 what a network charges, BEGIN and COMMIT included) in a separate pass, and as SQLAlchemy
 statements for SQLite; they are compared between a store holding only the sample lessons and
 one holding the synthetic lessons as well: they must not grow.
@@ -28,6 +28,7 @@ from benchmarks.context import Bench
 from benchmarks.report import Row, ms
 from benchmarks.services import SqlCounter
 from benchmarks.timing import percentile, timed_call_ms
+from benchmarks.wire import RoundTripProxy
 from contextstore.adaptive.memory import MemoryWindows
 from contextstore.config import CacheConfig
 from contextstore.embedding import HashingEmbedder
@@ -35,7 +36,6 @@ from contextstore.engine import ContextEngine
 from contextstore.matching import Scope
 from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
 from contextstore.store import connect
-from tests.wire import RoundTripProxy
 
 LABELS = {"embedded": "SQLite + memory", "shared": "PostgreSQL + Redis"}
 

@@ -2,9 +2,10 @@
 
 The steps are ``contextstore.pipeline``'s, unchanged; this class only awaits their I/O:
 
-- read phase: the Redis read (entry + adaptive summary, one script call) and the SQL reads
-  (lesson candidates, knowledge generation: one statement each) run concurrently; on a
-  miss, retrieval follows;
+- read phase: the Redis read (entry + adaptive summary, one script call) and the SQL read
+  (lesson candidates and knowledge generation: one statement when the lesson source reads
+  the retriever's generation, as ``connect_async()`` wires it) run concurrently; on a miss,
+  retrieval follows;
 - write phase: the Redis write (entry when the guard passed + sample, one script call) and
   the metrics row (one committed statement) run concurrently; both are done, and the row
   durable, when ``run()`` returns.
@@ -37,6 +38,7 @@ from contextstore.embedding import EmbedFn
 from contextstore.engine import check_worker
 from contextstore.errors import ConfigurationError, ValidationError
 from contextstore.guard import ContextGuard
+from contextstore.lessons import joint_reads
 from contextstore.matching import Lesson, Scope
 from contextstore.metrics import QueryMetric
 from contextstore.pipeline import (
@@ -128,6 +130,9 @@ class AsyncContextEngine:
         # "is None", not "or": an empty InMemoryRetriever is falsy (it has a length).
         self.retriever = retriever if retriever is not None else InMemoryRetriever(embed_fn)
         self.lessons = lessons
+        # A lesson source that reads the retriever's generation with the candidates: one
+        # SQL read per run instead of two (``connect_async()`` wires one).
+        self._joint = joint_reads(lessons, self.retriever)
         if cache is None and self.config.cache.enabled:
             cache = MemoryContextCache(self.config.cache.max_size, self.config.cache.ttl_seconds)
         self.cache = _async_cache(cache)
@@ -219,6 +224,10 @@ class AsyncContextEngine:
         # meanwhile (one task less than a gather of all three, on every run).
         state = asyncio.ensure_future(self._read_state(read))
         try:
+            if self._joint is not None:
+                joint = await _resolved(self._joint.candidates_with_generation(read.scope))
+                cached, summary = await state
+                return ReadReply(cached, summary, joint[0], joint[1])
             candidates: list[Lesson] = []
             if self.lessons is not None and (read.scope.entity_ids or read.scope.tags):
                 candidates = await self._candidates(read.scope)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from contextstore.sql.aio import (
         AsyncKnowledgeBase,
         AsyncLessonRepository,
+        AsyncLessonsAndKnowledge,
         AsyncMetricsRepository,
     )
 
@@ -101,6 +102,13 @@ class AsyncStore:
         )
 
     @cached_property
+    def run_reads(self) -> AsyncLessonsAndKnowledge:
+        """``lessons`` and ``knowledge`` read together: an engine's SQL read, one statement."""
+        from contextstore.sql.aio import AsyncLessonsAndKnowledge
+
+        return AsyncLessonsAndKnowledge(self.sql_engine, self.knowledge, ready=self.ready)
+
+    @cached_property
     def metrics(self) -> AsyncMetricsRepository:
         from contextstore.sql.aio import AsyncMetricsRepository
 
@@ -154,6 +162,10 @@ class AsyncStore:
             "metrics": self.metrics,
         }
         parts.update(kwargs)
+        if parts["lessons"] is self.lessons and parts["retriever"] is self.knowledge:
+            # Both in this store's database: one statement reads the candidates and the
+            # knowledge generation, instead of one each.
+            parts["lessons"] = self.run_reads
         return AsyncContextEngine(self.config, **parts)
 
     async def aclose(self) -> None:

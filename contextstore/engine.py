@@ -5,7 +5,8 @@ performs the phases' I/O, one after the other:
 
 - read: the cache entry and the adaptive summary (one Redis call when both live in Redis,
   see ``contextstore.redis.phases``), then the lesson candidates and the knowledge
-  generation (one SQL statement each, no BEGIN/COMMIT round trips); on a miss, retrieval;
+  generation (one SQL statement for both when the lesson source reads the retriever's
+  generation, as ``connect()`` wires it; no BEGIN/COMMIT round trips); on a miss, retrieval;
 - write: the entry (when the guard passed) and the sample (one Redis call), then the
   metrics row (one committed statement), durable before ``run()`` returns.
 
@@ -33,7 +34,7 @@ from contextstore.config import ContextEngineConfig
 from contextstore.embedding import EmbedFn
 from contextstore.errors import ValidationError
 from contextstore.guard import ContextGuard
-from contextstore.lessons import LessonSource
+from contextstore.lessons import LessonSource, joint_reads
 from contextstore.matching import Scope
 from contextstore.metrics import MetricsSink
 from contextstore.pipeline import (
@@ -96,6 +97,9 @@ class ContextEngine:
             retriever if retriever is not None else InMemoryRetriever(embed_fn)
         )
         self.lessons = lessons
+        # A lesson source that reads the retriever's generation with the candidates: one
+        # SQL read per run instead of two (``connect()`` wires one).
+        self._joint = joint_reads(lessons, self.retriever)
         if cache is None and self.config.cache.enabled:
             cache = MemoryContextCache(self.config.cache.max_size, self.config.cache.ttl_seconds)
         self.cache = cache
@@ -186,6 +190,9 @@ class ContextEngine:
             if read.cache_key is not None and self.cache is not None:
                 cached = self.cache.get(read.cache_key)
             summary = windows.summary() if read.want_summary else None
+        if self._joint is not None:
+            candidates, generation = self._joint.candidates_with_generation(read.scope)
+            return ReadReply(cached, summary, candidates, generation)
         candidates = [] if self.lessons is None else self.lessons.candidates(read.scope)
         generation = None
         if isinstance(self.retriever, VersionedRetriever):

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 from contextstore.errors import ValidationError
 from contextstore.matching import Lesson, Scope, lookup_keys
@@ -348,6 +348,31 @@ class LessonSource(Protocol):
     def candidates(self, scope: Scope) -> list[Lesson]:
         """Active lessons having at least one key the matcher could accept for ``scope``."""
         ...
+
+
+@runtime_checkable
+class LessonsWithGeneration(Protocol):
+    """A lesson source that also reads the knowledge generation of ``knowledge`` (a
+    ``VersionedRetriever``) in the same round trip as the candidates.
+
+    An engine whose retriever *is* ``knowledge`` reads both through
+    ``candidates_with_generation`` and never calls ``knowledge.generation()``: one read
+    instead of two. ``connect()`` wires one for the SQL lessons and knowledge base.
+    """
+
+    @property
+    def knowledge(self) -> object: ...
+
+    def candidates_with_generation(self, scope: Scope) -> Any:
+        """(``candidates(scope)``, the generation), or an awaitable of it (async sources)."""
+        ...
+
+
+def joint_reads(lessons: object, retriever: object) -> Any:
+    """``lessons`` when it reads ``retriever``'s generation with its candidates, else ``None``."""
+    if isinstance(lessons, LessonsWithGeneration) and lessons.knowledge is retriever:
+        return lessons
+    return None
 
 
 class InMemoryLessons:

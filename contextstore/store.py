@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from contextstore.sql.knowledge import KnowledgeBase
     from contextstore.sql.metrics import MetricsRepository
     from contextstore.sql.repository import LessonRepository
+    from contextstore.sql.run_reads import LessonsAndKnowledge
 
 
 class Store(Closeable):
@@ -75,6 +76,13 @@ class Store(Closeable):
             embed_fn=embed_fn,
             candidate_limit=retrieval.candidate_limit,
         )
+
+    @cached_property
+    def run_reads(self) -> LessonsAndKnowledge:
+        """``lessons`` and ``knowledge`` read together: an engine's SQL read, one statement."""
+        from contextstore.sql.run_reads import LessonsAndKnowledge
+
+        return LessonsAndKnowledge(self.sql_engine, self.knowledge)
 
     @cached_property
     def metrics(self) -> MetricsRepository:
@@ -129,6 +137,10 @@ class Store(Closeable):
             "metrics": self.metrics,
         }
         parts.update(kwargs)
+        if parts["lessons"] is self.lessons and parts["retriever"] is self.knowledge:
+            # Both in this store's database: one statement reads the candidates and the
+            # knowledge generation, instead of one each.
+            parts["lessons"] = self.run_reads
         return ContextEngine(self.config, **parts)
 
     def close(self) -> None:

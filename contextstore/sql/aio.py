@@ -37,10 +37,12 @@ from contextstore.sql.database import _check_sqlite_path, _configure_sqlite, _sa
 from contextstore.sql.knowledge import KnowledgeBase
 from contextstore.sql.metrics import LessonStats, MetricsReport, MetricsRepository
 from contextstore.sql.repository import ImportSummary, LessonRepository
+from contextstore.sql.run_reads import LessonsAndKnowledge
 
 __all__ = [
     "AsyncKnowledgeBase",
     "AsyncLessonRepository",
+    "AsyncLessonsAndKnowledge",
     "AsyncMetricsRepository",
     "async_url",
     "create_async_database_engine",
@@ -244,6 +246,12 @@ class AsyncKnowledgeBase(_Bridge):
         namespace: str = self._target.namespace
         return namespace
 
+    @property
+    def target(self) -> KnowledgeBase:
+        """The sync ``KnowledgeBase`` whose calls this one awaits."""
+        target: KnowledgeBase = self._target
+        return target
+
     async def retrieve(
         self,
         query: str,
@@ -260,4 +268,27 @@ class AsyncKnowledgeBase(_Bridge):
 
     async def generation(self) -> int:
         result: int = await self._call("generation")
+        return result
+
+
+class AsyncLessonsAndKnowledge(_Bridge):
+    """``LessonsAndKnowledge`` awaited: the lesson candidates and the generation of
+    ``knowledge`` (an ``AsyncKnowledgeBase`` on ``engine``) in one statement."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        knowledge: AsyncKnowledgeBase,
+        *,
+        ready: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        super().__init__(LessonsAndKnowledge(engine.sync_engine, knowledge.target), ready)
+        self.knowledge = knowledge
+
+    async def candidates(self, scope: Scope) -> list[Lesson]:
+        result: list[Lesson] = await self._call("candidates", scope)
+        return result
+
+    async def candidates_with_generation(self, scope: Scope) -> tuple[list[Lesson], int]:
+        result: tuple[list[Lesson], int] = await self._call("candidates_with_generation", scope)
         return result

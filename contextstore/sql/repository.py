@@ -332,7 +332,7 @@ class LessonRepository:
             else:
                 with self._autocommit.connect() as connection:
                     rows = _select_candidates(connection, keys, include_inactive)
-        return _candidate_lessons(rows)
+        return candidate_lessons(rows)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -788,19 +788,19 @@ def _check_rows(session: Session) -> list[UnreadableLesson]:
 #   holds for a generic plan too, which psycopg may use once it prepares the statement (after
 #   5 runs on a connection).
 # - SQLite: a JSON array unpacked by json_each. SQLite never reorders a CROSS JOIN.
-_CANDIDATES: Final = {
-    "postgresql": sa.text(
-        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key, l.summary "
-        "FROM lesson_scopes k CROSS JOIN LATERAL ("
+_CANDIDATE_SQL: Final = {
+    "postgresql": (
+        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key, l.summary"
+        "{extra} FROM lesson_scopes k CROSS JOIN LATERAL ("
         "SELECT entity_id, severity, injection_form, summary, CASE WHEN isfinite(created_at) "
         "AND created_at >= '0001-01-02 00:00:00+00' AND created_at < '9999-12-30 00:00:00+00' "
         "THEN created_at END AS created_at FROM lessons "
         "WHERE entity_id = k.lesson_id AND status = 'active' OFFSET 0) l "
         "WHERE k.scope_key = ANY(CAST(:keys AS text[]))"
     ),
-    "sqlite": sa.text(
-        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key, l.summary "
-        "FROM lesson_scopes k CROSS JOIN lessons l "
+    "sqlite": (
+        "SELECT l.entity_id, l.severity, l.created_at, l.injection_form, k.scope_key, l.summary"
+        "{extra} FROM lesson_scopes k CROSS JOIN lessons l "
         "WHERE k.scope_key IN (SELECT value FROM json_each(:keys)) "
         "AND l.entity_id = k.lesson_id AND l.status = 'active'"
     ),
@@ -826,18 +826,30 @@ _CANDIDATES_ANY_STATUS: Final = {
 }
 
 
+def candidate_sql(dialect: str, extra: str = "") -> str:
+    """The candidate lookup's SQL text; ``extra`` (``", <expression>"``) adds a column."""
+    return _CANDIDATE_SQL[dialect].format(extra=extra)
+
+
+_CANDIDATES: Final = {dialect: sa.text(candidate_sql(dialect)) for dialect in _CANDIDATE_SQL}
+
+
+def keys_parameter(dialect: str, keys: Sequence[str]) -> list[str] | str:
+    """The ``:keys`` value of ``candidate_sql``: a text[] on PostgreSQL, JSON on SQLite."""
+    return list(keys) if dialect == "postgresql" else json.dumps(list(keys))
+
+
 def _select_candidates(
     connection: sa.Connection, keys: Sequence[str], include_inactive: bool = False
 ) -> Sequence[sa.Row[Any]]:
     """Rows (entity_id, severity, created_at, injection_form, scope_key, summary), one per
     matched key; with ``include_inactive``, lessons of any status and their status last."""
     statements = _CANDIDATES_ANY_STATUS if include_inactive else _CANDIDATES
-    if connection.dialect.name == "postgresql":
-        return connection.execute(statements["postgresql"], {"keys": list(keys)}).all()
-    return connection.execute(statements["sqlite"], {"keys": json.dumps(list(keys))}).all()
+    dialect = connection.dialect.name
+    return connection.execute(statements[dialect], {"keys": keys_parameter(dialect, keys)}).all()
 
 
-def _candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
+def candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
     """``Lesson``s from ``_select_candidates`` rows: one per entity_id (code-point order), its
     matched keys sorted, so the result does not depend on the plan's row order."""
     found: dict[str, Sequence[Any]] = {}

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,7 +14,12 @@ import sqlalchemy as sa
 
 from contextstore import AsyncContextEngine, AsyncStore, ContextResult, connect_async
 from contextstore.errors import ValidationError
-from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
+from contextstore.sample_data import (
+    corpus_lines,
+    load_demo_queries,
+    load_lessons,
+    sample_retriever,
+)
 from tests.redis import drop_namespace
 
 pytestmark = pytest.mark.asyncio
@@ -101,27 +107,19 @@ async def test_run_multi_splits_the_budget_and_keeps_the_order(
 
 
 class Ticker:
-    """A task that sleeps 1 ms at a time and records, for each wake-up, how long it waited
-    (wall clock) and how much CPU the loop's thread spent meanwhile (``thread_time``).
-
-    The CPU figure is the stall the loop's own work caused: on a machine with more runnable
-    threads than cores the wall figure also holds whatever time the OS gave to other
-    processes, which no code in this process can prevent. The benchmarks report the wall
-    figure on a quiet machine.
-    """
+    """A task that sleeps 1 ms at a time and records how long each sleep really took, on the
+    wall clock (``time.perf_counter``): any stretch the loop spent elsewhere, however it was
+    spent, shows up as a long wait."""
 
     def __init__(self) -> None:
         self.waits: list[float] = []
-        self.busy: list[float] = []
         self._stop = asyncio.Event()
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
         while not self._stop.is_set():
-            before, cpu = loop.time(), time.thread_time()
+            before = time.perf_counter()
             await asyncio.sleep(0.001)
-            self.waits.append(loop.time() - before)
-            self.busy.append(time.thread_time() - cpu)
+            self.waits.append(time.perf_counter() - before)
 
     def stop(self) -> None:
         self._stop.set()
@@ -135,11 +133,16 @@ async def test_200_gathered_runs_share_one_loop_without_stalling_it(
     namespace = redis_namespace
     async with connect_async(postgres_server_url, redis_url, namespace) as store:
         await store.lessons.import_records(load_lessons())
-        engine = store.engine(retriever=sample_retriever(), worker="gathered")
+        await store.knowledge.import_jsonl(corpus_lines())
+        engine = store.engine(worker="gathered")  # as it comes: lessons and knowledge in SQL
         work = load_demo_queries()
-        # A service's engine is warm: its pools hold their connections.
-        await asyncio.gather(*(engine.run(f"warm-up {i}") for i in range(32)))
-        before = await store.metrics.count(namespace=namespace)
+        # A service's engine is warm: the database migrated, its pools hold their
+        # connections, the scripts are loaded and the statements compiled. Warming up is
+        # not what is measured, so its traces are then removed.
+        warm_up = [(f"warm-up {work[i % 26].query}", work[i % 26].scope) for i in range(32)]
+        await asyncio.gather(*(engine.run(query, scope=scope) for query, scope in warm_up))
+        await store.metrics.prune(timedelta(0), namespace)
+        await store.windows.clear()
         # What the rest of the test session left on the heap is not the engine's to
         # collect: a full collection of it would be a stall of the test's making.
         gc.collect()
@@ -159,11 +162,12 @@ async def test_200_gathered_runs_share_one_loop_without_stalling_it(
         gc.unfreeze()
         failures = [r for r in results if isinstance(r, BaseException)]
         assert failures == []
-        assert await store.metrics.count(namespace=namespace) - before == 200
-        assert (await store.windows.summary()).total_queries == 232
+        assert await store.metrics.count(namespace=namespace) == 200
+        assert (await store.windows.summary()).total_queries == 200
         assert store.fault.errors == 0
-        worst = max(ticker.busy)
-        assert worst <= 0.050, f"the loop was busy {worst * 1000:.1f} ms between two ticks"
+        worst = max(ticker.waits)
+        print(f"\nlargest wait of a 1 ms ticker during 200 gathered runs: {worst * 1000:.2f} ms")
+        assert worst <= 0.050, f"a 1 ms tick waited {worst * 1000:.1f} ms"
         assert len(ticker.waits) >= 10
         hits = sum(1 for r in results if isinstance(r, ContextResult) and r.cache_hit)
         assert 0 < hits <= 100

@@ -2,8 +2,13 @@
 
 Both engines run against PostgreSQL and Redis through ``RoundTripProxy``, which counts what
 a network charges (a BEGIN, a COMMIT, a prepared statement's PARSE: each visible). A run is
-two Redis calls (read phase, write phase) and one PostgreSQL round trip per statement: the
-lesson candidates and the metrics row, with no BEGIN, COMMIT or ROLLBACK around them.
+two Redis calls (read phase, write phase) and one PostgreSQL round trip per statement, with
+no BEGIN, COMMIT or ROLLBACK around them:
+
+- with an in-process retriever: the lesson candidates and the metrics row;
+- with the store's knowledge base (``store.engine()`` as it comes): the lesson candidates
+  and the knowledge generation in one statement, on a miss the knowledge search, and the
+  metrics row.
 """
 
 from __future__ import annotations
@@ -17,11 +22,16 @@ from urllib.parse import urlsplit
 import pytest
 import sqlalchemy as sa
 
+from benchmarks.wire import RoundTripProxy
 from contextstore import connect, connect_async
-from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
+from contextstore.sample_data import (
+    corpus_lines,
+    load_demo_queries,
+    load_lessons,
+    sample_retriever,
+)
 from contextstore.sql.database import migrate
 from tests.redis import drop_namespace
-from tests.wire import RoundTripProxy
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -38,7 +48,7 @@ def proxied(
     url = sa.make_url(empty_database_url)
     target = urlsplit(redis_url)
     with (
-        RoundTripProxy(url.host or "127.0.0.1", url.port or 5432) as pg,
+        RoundTripProxy(url.host or "127.0.0.1", url.port or 5432, keep_sent=True) as pg,
         RoundTripProxy(target.hostname or "127.0.0.1", target.port or 6379) as rd,
     ):
         database = url.set(host="127.0.0.1", port=pg.port).render_as_string(hide_password=False)
@@ -133,3 +143,83 @@ def test_round_trips_per_run_are_fixed_whatever_the_lesson_count(
     }
     # Both paths were counted: misses and hits.
     assert all({hit for *_, hit in counts} == {False, True} for counts in seen.values())
+
+
+# Per run with the knowledge base: (PostgreSQL round trips, Redis round trips) of a hit (the
+# joint read, the metrics row) and of a miss (the joint read, the search, the metrics row).
+KNOWLEDGE_HIT = (2, 2)
+KNOWLEDGE_MISS = (3, 2)
+# What a transaction of its own would put on the wire; a run has none (all autocommit).
+TRANSACTION_WORDS = (b"BEGIN", b"COMMIT", b"ROLLBACK")
+
+
+@pytest.mark.parametrize("empty_database_url", ["postgresql"], indirect=True)
+def test_a_default_engine_reads_lessons_and_knowledge_in_one_statement(
+    proxied: tuple[str, str, RoundTripProxy, RoundTripProxy], namespace: str
+) -> None:
+    database, redis_url, pg, rd = proxied
+    migrate(database)
+    work = load_demo_queries()
+    assert not any(word.decode() in item.query for item in work for word in TRANSACTION_WORDS)
+    seen: dict[str, set[tuple[int, int, bool]]] = {}
+    words: set[bytes] = set()
+
+    def measured(run: Any) -> Any:
+        before = len(pg.sent)
+        found = counted(pg, rd, run)
+        words.update(word for word in TRANSACTION_WORDS if word in pg.sent[before:])
+        return found
+
+    for label in ("39 lessons", "200,039 lessons"):
+        if label.startswith("200"):
+            load_bulk(database)
+        with connect(database, redis_url, namespace) as store:
+            if label.startswith("39"):
+                store.lessons.import_records(load_lessons())
+                store.knowledge.import_jsonl(corpus_lines())
+            engine = store.engine(worker="trips")
+            assert engine.retriever is store.knowledge and engine.lessons is store.run_reads
+            for i in range(12):
+                engine.run(f"warm-up {work[i % 26].query} {label} {i}", scope=work[i % 26].scope)
+            counts = set()
+            for i in range(10):
+                item = work[i % 26]
+                run = partial(engine.run, f"{item.query} ({label} {i})", scope=item.scope)
+                counts.add(measured(run))  # a miss
+                counts.add(measured(run))  # a hit
+            seen[f"sync, {label}"] = counts
+            # The control: a transaction of its own is seen on the wire.
+            before = len(pg.sent)
+            with store.sql_engine.begin() as connection:
+                connection.execute(sa.text("SELECT 1"))
+            assert b"BEGIN" in pg.sent[before:] and b"COMMIT" in pg.sent[before:]
+
+        async def run_async(label: str = label) -> set[tuple[int, int, bool]]:
+            async with connect_async(database, redis_url, namespace) as store:
+                engine = store.engine(worker="trips")
+                assert engine.lessons is store.run_reads
+                for i in range(12):
+                    item = work[i % 26]
+                    await engine.run(f"async warm-up {item.query} {label} {i}", scope=item.scope)
+                counts = set()
+                for i in range(10):
+                    item = work[i % 26]
+                    query = f"async {item.query} ({label} {i})"
+                    for _ in range(2):  # a miss, then a hit
+                        before = pg.round_trips, rd.round_trips, len(pg.sent)
+                        result = await engine.run(query, scope=item.scope)
+                        sent = pg.sent[before[2] :]
+                        words.update(word for word in TRANSACTION_WORDS if word in sent)
+                        counts.add(
+                            (
+                                pg.round_trips - before[0],
+                                rd.round_trips - before[1],
+                                result.cache_hit,
+                            )
+                        )
+                return counts
+
+        seen[f"async, {label}"] = asyncio.run(run_async())
+    expected = {(*KNOWLEDGE_MISS, False), (*KNOWLEDGE_HIT, True)}
+    assert seen == {name: expected for name in seen}
+    assert words == set()

@@ -5,6 +5,9 @@ connection to ``host:port``. A *round trip* is counted each time a client sends 
 server last spoke on that connection (a pipelined burst of several messages is one), so
 the count is what a network would charge: BEGIN, COMMIT, a prepared statement's PARSE, a
 Redis command — each is visible, however the driver reports it. Counts are per test, exact.
+With ``keep_sent=True``, ``sent`` holds every byte the clients sent, so a test can also say
+*what* went over the wire (no ``BEGIN``, no ``COMMIT``). One copy, used by the round-trip
+tests and the engine benchmark alike.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from typing import Self
 
 
 class RoundTripProxy:
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, keep_sent: bool = False) -> None:
         self.target = (host, port)
+        self._keep_sent = keep_sent
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._round_trips = 0
+        self._sent = bytearray()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._accepting = threading.Thread(target=self._accept, daemon=True)
@@ -33,6 +38,12 @@ class RoundTripProxy:
     def round_trips(self) -> int:
         with self._lock:
             return self._round_trips
+
+    @property
+    def sent(self) -> bytes:
+        """Everything the clients sent so far, all connections in arrival order."""
+        with self._lock:
+            return bytes(self._sent)
 
     def _accept(self) -> None:
         self._listener.settimeout(0.1)
@@ -62,9 +73,12 @@ class RoundTripProxy:
                     data = source.recv(65536)
                     if not data:
                         return
-                    if source is client and client_turn:
+                    if source is client:
                         with self._lock:
-                            self._round_trips += 1
+                            if self._keep_sent:
+                                self._sent += data
+                            if client_turn:
+                                self._round_trips += 1
                         client_turn = False
                     elif source is server:
                         client_turn = True

@@ -1,0 +1,84 @@
+"""A run's SQL read: the lesson candidates and the knowledge generation in one statement.
+
+An engine run needs both before it can decide anything: the candidates to match, the
+generation to know whether a cached context is still current. Read separately they cost two
+round trips on every run, hit or miss. ``LessonsAndKnowledge`` reads them with one statement
+in autocommit (no BEGIN/COMMIT round trips): the candidate rows of
+``repository.candidate_sql``, then ``UNION ALL`` one row holding the namespace's generation
+(0 before its first document), told apart by its null ``entity_id`` (a lesson always has
+one). So the generation comes back even when no lesson matches, and each half keeps its own
+plan: the candidates start from ``ix_lesson_scopes_scope_key``, the generation is one
+primary-key lookup.
+
+``connect()`` wires it as the engine's lesson source when the engine retrieves from the
+store's knowledge base (``contextstore.lessons.LessonsWithGeneration``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from contextstore.matching import Lesson, Scope, lookup_keys
+from contextstore.sql.database import autocommit, translate_errors
+from contextstore.sql.knowledge import KnowledgeBase
+from contextstore.sql.repository import candidate_lessons, candidate_sql, keys_parameter
+
+__all__ = ["LessonsAndKnowledge", "split_rows"]
+
+# The generation row: the candidate columns null, the generation last. Candidate rows carry
+# a null generation. PostgreSQL types each column from both halves of the UNION.
+_GENERATION: Final = (
+    "SELECT NULL, NULL, NULL, NULL, NULL, NULL, COALESCE(("
+    "SELECT generation FROM knowledge_stats WHERE namespace = :ns), 0)"
+)
+_JOINT: Final = {
+    "postgresql": sa.text(
+        candidate_sql("postgresql", ", CAST(NULL AS bigint)") + " UNION ALL " + _GENERATION
+    ),
+    "sqlite": sa.text(candidate_sql("sqlite", ", NULL") + " UNION ALL " + _GENERATION),
+}
+
+
+def split_rows(rows: Sequence[Sequence[Any]]) -> tuple[list[Lesson], int]:
+    """(lessons, generation) from the rows of the joint statement."""
+    generation = 0
+    candidates: list[Sequence[Any]] = []
+    for row in rows:
+        if row[0] is None:
+            generation = int(row[6])
+        else:
+            candidates.append(row[:6])  # the candidate columns only: no status, no generation
+    return candidate_lessons(candidates), generation
+
+
+class LessonsAndKnowledge:
+    """The lessons of ``engine`` and the generation of ``knowledge``, read together.
+
+    ``knowledge`` must live in ``engine``'s database (``connect()`` ensures it). A
+    ``LessonSource`` too: ``candidates(scope)`` is the first half of the same read.
+    """
+
+    def __init__(self, engine: sa.Engine, knowledge: KnowledgeBase) -> None:
+        self._engine = engine
+        self._autocommit = autocommit(engine)
+        self._statement = _JOINT[engine.dialect.name]
+        self._dialect = engine.dialect.name
+        self.knowledge = knowledge
+
+    def candidates(self, scope: Scope) -> list[Lesson]:
+        """``LessonRepository.candidates``: active lessons sharing a key with ``scope``."""
+        return self.candidates_with_generation(scope)[0]
+
+    def candidates_with_generation(self, scope: Scope) -> tuple[list[Lesson], int]:
+        """(``LessonRepository.candidates(scope)``, ``knowledge.generation()``): one
+        statement, one round trip, whatever the scope (an empty one matches no lesson)."""
+        values = {
+            "keys": keys_parameter(self._dialect, sorted(lookup_keys(scope))),
+            "ns": self.knowledge.namespace,
+        }
+        with translate_errors(self._engine.url), self._autocommit.connect() as connection:
+            rows = connection.execute(self._statement, values).all()
+        return split_rows(rows)
