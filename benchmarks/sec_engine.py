@@ -16,6 +16,7 @@ one holding the synthetic lessons as well: they must not grow.
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,8 +34,12 @@ from contextstore.adaptive.memory import MemoryWindows
 from contextstore.config import CacheConfig
 from contextstore.embedding import HashingEmbedder
 from contextstore.engine import ContextEngine
-from contextstore.matching import Scope
+from contextstore.lessons import InMemoryLessons
+from contextstore.matching import Scope, lookup_keys
+from contextstore.pipeline import Composition
+from contextstore.redis.cache import MAGIC
 from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
+from contextstore.sql.repository import candidate_sql, keys_parameter
 from contextstore.store import connect
 
 LABELS = {"embedded": "SQLite + memory", "shared": "PostgreSQL + Redis"}
@@ -70,41 +75,84 @@ class Measured:
 
 
 class RawTrips:
-    """The four round trips a run physically needs, made with the raw clients: a Redis GET,
-    a SQL SELECT, a Redis SET PX and a committed SQL INSERT (SQLite + memory: the two SQL
-    ones, in process). One DBAPI connection in autocommit, one redis-py client."""
+    """The four round trips a run physically needs, made with the raw clients, moving what a
+    run moves: a Redis GET of an entry as large as the run's, the run's own lesson-candidate
+    SELECT (same text, same scope keys, same rows), a Redis SET PX of that entry, and a
+    committed INSERT of the run's own metrics row into ``query_metrics`` (same columns, same
+    values, same indexes). SQLite + memory: the two SQL ones, in process. One DBAPI
+    connection in autocommit, one redis-py client."""
 
     def __init__(self, store: Any, redis_url: str) -> None:
         self.dialect = store.sql_engine.dialect.name
         self.connection = store.sql_engine.raw_connection()
         marker = "%s" if self.dialect == "postgresql" else "?"
-        self.select = f"SELECT entity_id FROM lessons WHERE entity_id = {marker}"
-        self.insert = f"INSERT INTO bench_raw_writes (payload) VALUES ({marker})"
-        cursor = self.connection.cursor()
-        cursor.execute("CREATE TABLE IF NOT EXISTS bench_raw_writes (payload TEXT NOT NULL)")
-        self.connection.commit()
+        self.select = candidate_sql(self.dialect).replace(":keys", marker)
+        self.marker = marker
         if self.dialect == "postgresql":
             self.connection.driver_connection.autocommit = True  # type: ignore[union-attr]
         self.redis = redis_lib.Redis.from_url(redis_url) if redis_url else None
         self.key = f"cs-bench-raw:{store.namespace}"
+        self.namespace = f"{store.namespace}-raw"
+        self.insert = ""
+        self.row: tuple[Any, ...] = ()
+        self.entry = b""
+        self.keys: Any = None
+
+    def follow(self, store: Any, result: Any, scope: Scope) -> None:
+        """Take the payloads of the run that produced ``result``: its cache entry, its
+        metrics row (the store's last one) and its scope keys."""
+        composition = Composition(
+            result.budget,
+            result.context,
+            result.chunks_used,
+            result.totals,
+            result.guard_warnings,
+            None,
+        )
+        self.entry = MAGIC + composition.encode().encode("utf-8")
+        self.keys = keys_parameter(self.dialect, sorted(lookup_keys(scope)))
+        cursor = self.connection.cursor()
+        cursor.execute("SELECT * FROM query_metrics ORDER BY id DESC LIMIT 1")
+        names = [column[0] for column in cursor.description if column[0] != "id"]
+        row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
+        row["namespace"] = self.namespace
+        self.row = tuple(_raw_value(row[name]) for name in names)
+        self.insert = (
+            f"INSERT INTO query_metrics ({', '.join(names)}) "
+            f"VALUES ({', '.join([self.marker] * len(names))})"
+        )
+        if self.dialect != "postgresql":
+            self.connection.commit()
 
     def __call__(self) -> None:
         cursor = self.connection.cursor()
         if self.redis is not None:
             self.redis.get(self.key)
-        cursor.execute(self.select, ("nw.lessons.ops.db.failover.0001",))
+        cursor.execute(self.select, (self.keys,))
         cursor.fetchall()
         if self.redis is not None:
-            self.redis.set(self.key, "x" * 1500, px=300_000)
-        cursor.execute(self.insert, ("a metrics row's worth of text " * 8,))
+            self.redis.set(self.key, self.entry, px=300_000)
+        cursor.execute(self.insert, self.row)
         if self.dialect != "postgresql":
             self.connection.commit()
 
     def close(self) -> None:
+        cursor = self.connection.cursor()
+        delete = f"DELETE FROM query_metrics WHERE namespace = {self.marker}"
+        cursor.execute(delete, (self.namespace,))
+        if self.dialect != "postgresql":
+            self.connection.commit()
         if self.redis is not None:
             self.redis.delete(self.key)
             self.redis.close()
         self.connection.close()
+
+
+def _raw_value(value: Any) -> Any:
+    """A value read back from ``query_metrics`` as the DBAPI takes it again (JSON as text)."""
+    if isinstance(value, list | dict):
+        return json.dumps(value)
+    return value
 
 
 class Subject:
@@ -115,23 +163,38 @@ class Subject:
         namespace = bench.services.namespace(f"engine-{backend}-{lessons}")
         self.store = connect(database_url, redis_url, namespace)
         self.store.lessons.import_records(load_lessons())
-        self.sql = SqlCounter().attach(self.store.sql_engine)
         embed = HashingEmbedder()
         retriever = sample_retriever(embed_fn=embed)
         self.engine = self.store.engine(retriever=retriever, embed_fn=embed, worker="bench")
+        # The baselines do the same pure work: the same retriever, the same lessons to match
+        # (held in memory), the same guard and adaptive rules; only the storage is missing.
+        held = InMemoryLessons(load_lessons())
         self.bare = ContextEngine(
             replace(self.store.config, cache=CacheConfig(enabled=False)),
             retriever=retriever,
+            lessons=held,
             embed_fn=embed,
             windows=MemoryWindows(),
         )
-        self.cached = ContextEngine(self.store.config, retriever=retriever, embed_fn=embed)
+        self.cached = ContextEngine(
+            self.store.config, retriever=retriever, lessons=held, embed_fn=embed
+        )
         self.raw = RawTrips(self.store, redis_url)
+        first = load_demo_queries()[0]
+        self.raw.follow(self.store, self.engine.run(first.query, scope=first.scope), first.scope)
         # PostgreSQL + Redis: a second store on the same data, reached through counting
         # proxies, so the timed runs pay no proxy and the counted ones are exact.
         self.proxies: tuple[RoundTripProxy, RoundTripProxy] | None = None
-        self.counted = self.engine
-        if backend == "shared":
+        self.sql = SqlCounter()
+        if backend != "shared":
+            # SQLite: the statements of a second store on the same file are counted, so the
+            # timed engine pays for no listener.
+            self.counted_store = connect(database_url, redis_url, namespace)
+            self.sql.attach(self.counted_store.sql_engine)
+            self.counted = self.counted_store.engine(
+                retriever=retriever, embed_fn=embed, worker="bench-counted"
+            )
+        else:
             url = sa.make_url(database_url)
             target = urlsplit(redis_url)
             pg = RoundTripProxy(url.host or "127.0.0.1", url.port or 5432)
@@ -153,11 +216,13 @@ class Subject:
         return self.sql.statements, 0
 
     def timed(self, query: str, scope: Scope, filters: Any) -> tuple[float, float, bool]:
-        """(ms, write-phase ms, cache hit) of one run of the measured engine."""
+        """(ms, write-phase ms, cache hit) of one run of the measured engine; the baseline
+        then moves the same payloads as this run."""
         result: list[Any] = []
         took = timed_call_ms(
             lambda: result.append(self.engine.run(query, scope=scope, filters=filters))
         )
+        self.raw.follow(self.store, result[0], scope)
         return took, took - result[0].pipeline_ms, bool(result[0].cache_hit)
 
     def trips(self, query: str, scope: Scope, filters: Any) -> list[tuple[Trips, bool]]:
@@ -201,8 +266,8 @@ class Subject:
     def close(self) -> None:
         self.raw.close()
         self.store.close()
+        self.counted_store.close()
         if self.proxies is not None:
-            self.counted_store.close()
             for proxy in self.proxies:
                 proxy.close()
 

@@ -33,6 +33,12 @@ class QueryMetric:
 
     ``query_hash`` is the MD5 hex of the stripped, lowercased query; ``query`` holds the raw
     text only when the configuration asks for it. Lengths are characters, times milliseconds.
+
+    ``response_ms`` is the run's ``ContextResult.pipeline_ms``: from the start of ``run()``
+    until its result was built (the read phase, retrieval on a miss, the computation). It
+    does not include the write phase that follows (caching the entry, recording the sample,
+    writing this very row): a row cannot hold the time of its own writing. The benchmarks
+    measure that phase and report it on its own.
     """
 
     recorded_at: datetime

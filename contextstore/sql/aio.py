@@ -52,8 +52,9 @@ T = TypeVar("T")
 
 POOL_SIZE = 16
 """Connections the async engine keeps open: at least one per run in flight (an
-``AsyncContextEngine`` has 8 by default), so a steady stream of concurrent runs never opens
-and closes connections (a connection beyond ``pool_size`` is closed when returned)."""
+``AsyncContextEngine`` has 4 by default, and several engines may share a store), so a
+steady stream of concurrent runs never opens and closes connections (a connection beyond
+``pool_size`` is closed when returned)."""
 POOL_OVERFLOW = 8
 """Connections opened beyond ``POOL_SIZE`` under a burst, closed again after use."""
 

@@ -114,6 +114,8 @@ class KnowledgeBase:
         if max_passage_chars < 1:
             raise ValidationError("max_passage_chars", f"must be >= 1, got {max_passage_chars}")
         self._engine = engine
+        # Derived once: building an options engine per call costs more than the statement.
+        self._autocommit = autocommit(engine)
         self.namespace = namespace
         self.embed_fn = embed_fn
         self.embedder = None if embed_fn is None else embedder_name(embed_fn)
@@ -192,7 +194,7 @@ class KnowledgeBase:
         """
         statement = generation_statement(self.namespace)
         # Alone in autocommit: one statement, one round trip, on every run of the engine.
-        with translate_errors(self._engine.url), autocommit(self._engine).connect() as c:
+        with translate_errors(self._engine.url), self._autocommit.connect() as c:
             return generation_from(c.execute(statement).first())
 
     def _query_vector(self, query: str) -> np.ndarray[Any, np.dtype[np.float32]] | None:
