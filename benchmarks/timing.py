@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 Batch = Callable[[], object]
 
@@ -87,3 +88,16 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 def timed_call_ms(call: Callable[[], object]) -> float:
     """Milliseconds one call takes (collector paused)."""
     return time_batch(call) / 1e6
+
+
+_SCHEDSTAT = Path("/proc/thread-self/schedstat")
+
+
+def run_queue_seconds() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a CPU (Linux schedstat),
+    or 0 where the kernel does not say. Subtracted from a wall-clock wait, it leaves what the
+    thread itself did meanwhile (computing, or blocked in a call), not the machine's load."""
+    try:
+        return int(_SCHEDSTAT.read_bytes().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from benchmarks.timing import run_queue_seconds
 from contextstore import AsyncContextEngine, AsyncStore, ContextResult, connect_async
 from contextstore.errors import ValidationError
 from contextstore.sample_data import (
@@ -108,21 +109,43 @@ async def test_run_multi_splits_the_budget_and_keeps_the_order(
 
 class Ticker:
     """A task that sleeps 1 ms at a time and records how long each sleep really took, on the
-    wall clock (``time.perf_counter``): any stretch the loop spent elsewhere, however it was
-    spent, shows up as a long wait."""
+    wall clock (``time.perf_counter``), and how much of that the kernel kept the loop's
+    thread waiting in its run queue while other processes had the CPUs.
+
+    Any stretch the loop spent elsewhere — computing, or blocked in a call that should have
+    been awaited — shows up in the wall-clock wait. The run-queue part is the machine's
+    other load, which no code in this process can prevent: on a quiet machine it is zero.
+    """
 
     def __init__(self) -> None:
         self.waits: list[float] = []
+        self.queued: list[float] = []
         self._stop = asyncio.Event()
 
     async def run(self) -> None:
         while not self._stop.is_set():
-            before = time.perf_counter()
+            before, queued = time.perf_counter(), run_queue_seconds()
             await asyncio.sleep(0.001)
             self.waits.append(time.perf_counter() - before)
+            self.queued.append(run_queue_seconds() - queued)
 
     def stop(self) -> None:
         self._stop.set()
+
+    def loop_waits(self) -> list[float]:
+        """Each wall-clock wait less the time the OS kept the loop's thread off the CPUs."""
+        return [wait - queued for wait, queued in zip(self.waits, self.queued, strict=True)]
+
+
+async def test_the_ticker_sees_a_loop_blocked_by_a_call_that_was_not_awaited() -> None:
+    ticker = Ticker()
+    ticking = asyncio.create_task(ticker.run())
+    await asyncio.sleep(0.005)
+    time.sleep(0.08)  # blocking: the loop's thread sleeps, it is not waiting for a CPU
+    await asyncio.sleep(0.005)
+    ticker.stop()
+    await ticking
+    assert max(ticker.loop_waits()) > 0.050
 
 
 @pytest.mark.postgres
@@ -165,9 +188,12 @@ async def test_200_gathered_runs_share_one_loop_without_stalling_it(
         assert await store.metrics.count(namespace=namespace) == 200
         assert (await store.windows.summary()).total_queries == 200
         assert store.fault.errors == 0
-        worst = max(ticker.waits)
-        print(f"\nlargest wait of a 1 ms ticker during 200 gathered runs: {worst * 1000:.2f} ms")
-        assert worst <= 0.050, f"a 1 ms tick waited {worst * 1000:.1f} ms"
+        worst = max(ticker.loop_waits())
+        print(
+            f"\n1 ms ticker during 200 gathered runs: largest wait {max(ticker.waits) * 1000:.1f}"
+            f" ms on the wall clock, {worst * 1000:.1f} ms without the OS's run-queue delay"
+        )
+        assert worst <= 0.050, f"the loop held a 1 ms tick back {worst * 1000:.1f} ms"
         assert len(ticker.waits) >= 10
         hits = sum(1 for r in results if isinstance(r, ContextResult) and r.cache_hit)
         assert 0 < hits <= 100
