@@ -145,7 +145,7 @@ class KnowledgeBase:
         statement, values = plan.statement
         # One statement in autocommit: one snapshot (the statistics and the candidates agree)
         # and one round trip, with no BEGIN, COMMIT or ROLLBACK around it.
-        with translate_errors(self._engine.url), autocommit(self._engine).connect() as c:
+        with translate_errors(self._engine.url), self._autocommit.connect() as c:
             rows = c.execute(statement, values).all()
         return plan.finish(rows)
 
