@@ -18,13 +18,13 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from benchmarks.wire import RoundTripProxy
 from contextstore.compose import Chunk
 from contextstore.embedding import HashingEmbedder
 from contextstore.sample_data import corpus_lines
 from contextstore.sql.aio import AsyncKnowledgeBase, create_async_database_engine
 from contextstore.sql.database import create_database_engine, migrate
 from contextstore.sql.knowledge import KnowledgeBase
-from tests.wire import RoundTripProxy
 
 CORPUS_LINES = corpus_lines()
 # (query, filters): one term and several, with and without a filter, one that finds nothing.
