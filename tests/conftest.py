@@ -13,10 +13,16 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.backends import *  # noqa: F403  (the backend-parametrised fixtures)
 
 pytest_plugins = ["tests.redis_cluster"]
+
+# No property test asserts speed, and a loaded CI machine can stall any example past
+# hypothesis's default 200 ms deadline: a timing flake would fail a correct run.
+settings.register_profile("contextstore", deadline=None)
+settings.load_profile("contextstore")
 
 POSTGRES_ENV = "CONTEXTSTORE_TEST_POSTGRES_URL"
 REDIS_ENV = "CONTEXTSTORE_TEST_REDIS_URL"
