@@ -200,6 +200,8 @@ def parse_jsonl(lines: Iterable[str | bytes]) -> list[DocumentInput]:
             data = json.loads(line)
         except ValueError as error:
             raise ValidationError(where, f"is not valid JSON: {error}") from None
+        except RecursionError:  # arrays or objects nested thousands deep
+            raise ValidationError(where, "is nested too deeply to read") from None
         if not isinstance(data, dict):
             raise ValidationError(where, "must be a JSON object")
         document = validate_document(

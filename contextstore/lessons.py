@@ -315,8 +315,12 @@ def read_jsonl(lines: Iterable[str]) -> Iterator[LessonRecord]:
             yield record_from_json(data)
         except json.JSONDecodeError as exc:
             raise ValidationError(f"line {number}", f"is not valid JSON ({exc.msg})") from exc
+        except RecursionError as exc:  # arrays or objects nested thousands deep
+            raise ValidationError(f"line {number}", "is nested too deeply to read") from exc
         except ValidationError as exc:
             raise ValidationError(f"line {number}: {exc.field}", exc.message) from exc
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise ValidationError(f"line {number}", f"is not readable JSON ({exc})") from exc
 
 
 # Characters Python's str.splitlines (and some editors) break lines at, which JSON leaves raw

@@ -437,5 +437,5 @@ class Composition:
             return cls(
                 int(data["budget"]), str(data["context"]), chunks, totals, warnings, generation
             )
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None

@@ -151,6 +151,9 @@ def test_the_cli_imports_an_export_holding_line_separators(tmp_path: Path) -> No
 
 # -- secrets ------------------------------------------------------------------------------------
 
+# Unreachable, with a secret in each place a URL can carry one.
+HOSTILE_PG = "postgresql://u:secret1@127.0.0.1:1/db?password=secret1&sslpassword=secret1"
+
 
 @pytest.mark.parametrize(
     ("url", "shown"),
@@ -183,6 +186,19 @@ def test_every_password_in_a_url_is_masked(url: str, shown: str) -> None:
         ["lessons", "list", "--database-url", "postgresql://u:secret1@127.0.0.1:abc/db"],
         ["cache", "stats", "--redis-url", "redis://:secret1@127.0.0.1:abc/0"],
         ["cache", "stats", "--redis-url", "redis://127.0.0.1:1/0?password=secret1"],
+        *(
+            [*command, "--database-url", HOSTILE_PG]
+            for command in (
+                ["db", "current"],
+                ["db", "upgrade"],
+                ["db", "check"],
+                ["metrics", "report"],
+                ["docs", "list"],
+                ["lessons", "stats"],
+                ["match", "--tag", "ops"],
+                ["fleet", "--workers", "1", "--queries", "1"],
+            )
+        ),
     ],
 )
 def test_the_cli_never_prints_a_password(args: list[str]) -> None:

@@ -18,6 +18,7 @@ from contextstore.metrics import QueryMetric
 from contextstore.sql.database import create_database_engine, migrate
 from contextstore.sql.metrics import MetricsRepository
 from tests.factories import make_metric
+from tests.plotted import capture_figures, panels
 
 NOW = datetime.now(UTC)
 runner = CliRunner()
@@ -138,15 +139,23 @@ def test_report_filters(database: tuple[str, MetricsRepository]) -> None:
 
 
 def test_report_with_a_plot_writes_the_png(
-    database: tuple[str, MetricsRepository], tmp_path: Path
+    database: tuple[str, MetricsRepository], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, _ = database
+    saved = capture_figures(monkeypatch)
     target = tmp_path / "fleet.png"
     result = invoke("report", "--database-url", url, "--since", "3d", "--plot", str(target))
     assert result.exit_code == 0, result.output
     assert f"plot written to {target}" in result.stdout
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert target.stat().st_size > 20_000
+    # the four runs of the last three days, whatever buckets they fall in
+    (figure,) = saved
+    runs, latency, *_ = panels(figure)
+    assert sum(height for _, height in runs["bars"]) == 4
+    medians = sorted(v for _, v in latency["lines"]["p50 (median)"] if v is not None)
+    assert set(medians) <= {50.0, 70.0, 80.0, 90.0, 75.0, 85.0, 60.0}
+    assert figure.get_suptitle().startswith("contextstore metrics — 4 runs, ")
 
 
 def test_plot_with_json_keeps_stdout_pure_json(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -149,6 +152,32 @@ def test_unreachable_redis_is_one_error_line_and_status_1(
     assert "unreachable" in result.stderr
     assert "hunter2" not in result.stderr + result.stdout
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("args", [["cache", "stats"], ["cache", "clear"], ["adaptive", "report"]])
+def test_unreachable_redis_prints_exactly_the_error_line(args: list[str], tmp_path: Any) -> None:
+    """A real process on a port nobody listens on: stderr is the one ``error:`` line (no
+    WARNING from the client before it, no traceback), secrets masked, exit status 1."""
+    port = free_port()
+    url = f"redis://:hunter2@127.0.0.1:{port}/0?password=hunter3"
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("CONTEXTSTORE_REDIS_URL", "CONTEXTSTORE_NAMESPACE")
+    }
+    env["CONTEXTSTORE_DATABASE_URL"] = f"sqlite:///{tmp_path / 'cli.db'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "contextstore", *args, "--redis-url", url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"error: Redis at redis://:***@127.0.0.1:{port}/0?password=*** is unreachable; "
+        "nothing was read or changed\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import Session
 
 from contextstore.adaptive.memory import MemoryWindows
 from contextstore.async_engine import AsyncContextEngine
@@ -20,6 +24,10 @@ from contextstore.lessons import InMemoryLessons, LessonRecord
 from contextstore.matching import Scope
 from contextstore.metrics import MemoryMetrics
 from contextstore.retrieval import InMemoryRetriever
+from contextstore.sql.aio import AsyncMetricsRepository, create_async_database_engine
+from contextstore.sql.database import create_database_engine, migrate
+from contextstore.sql.metrics import MetricsRepository
+from contextstore.sql.models import QueryMetricRow
 from tests.aio import Blocking
 
 DOCS = [
@@ -91,20 +99,73 @@ def lessons() -> InMemoryLessons:
 
 
 @pytest.fixture(params=["sync", "async"])
-def engine_class(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """``ContextEngine``, then ``AsyncContextEngine`` driven through ``Blocking``: every test
-    here runs on both engines, which share one pipeline and must behave identically."""
+def runner(request: pytest.FixtureRequest) -> Iterator[asyncio.Runner | None]:
+    """``None`` for ``ContextEngine``; the event loop ``AsyncContextEngine`` runs on."""
     if request.param == "sync":
-        yield ContextEngine
+        yield None
         return
-    with asyncio.Runner() as runner:
-        yield lambda *args, **kwargs: Blocking(AsyncContextEngine(*args, **kwargs), runner)
+    with asyncio.Runner() as loop:
+        yield loop
 
 
 @pytest.fixture
-def make_engine(engine_class: Callable[..., Any]) -> Callable[..., Any]:
+def engine_class(runner: asyncio.Runner | None) -> Callable[..., Any]:
+    """``ContextEngine``, then ``AsyncContextEngine`` driven through ``Blocking``: every test
+    here runs on both engines, which share one pipeline and must behave identically."""
+    if runner is None:
+        return ContextEngine
+    return lambda *args, **kwargs: Blocking(AsyncContextEngine(*args, **kwargs), runner)
+
+
+@dataclass
+class Metrics:
+    """A metrics sink for the engine under test, and what it holds, read back."""
+
+    sink: Any
+    rows: Callable[[], list[Any]]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def new_metrics(
+    request: pytest.FixtureRequest, runner: asyncio.Runner | None, tmp_path: Path
+) -> Iterator[Callable[[], Metrics]]:
+    """Fresh metrics backends: ``MemoryMetrics``, or the SQL metrics store on a SQLite file
+    (its asyncio twin for the async engine) whose rows are read back with SQL."""
+    disposals: list[Callable[[], None]] = []
+
+    def make() -> Metrics:
+        if request.param == "memory":
+            memory = MemoryMetrics()
+            return Metrics(memory, lambda: list(memory.rows))
+        url = f"sqlite:///{tmp_path / f'metrics{len(disposals)}.db'}"
+        migrate(url)
+        reader = create_database_engine(url)
+        disposals.append(reader.dispose)
+        if runner is None:
+            sink: Any = MetricsRepository(reader)
+        else:
+            async_engine = create_async_database_engine(url)
+            disposals.append(lambda: runner.run(async_engine.dispose()))
+            sink = AsyncMetricsRepository(async_engine)
+
+        def rows() -> list[Any]:
+            with Session(reader) as session:
+                query = sa.select(QueryMetricRow).order_by(QueryMetricRow.id)
+                return list(session.scalars(query))
+
+        return Metrics(sink, rows)
+
+    yield make
+    for dispose in reversed(disposals):
+        dispose()
+
+
+@pytest.fixture
+def make_engine(
+    engine_class: Callable[..., Any], new_metrics: Callable[[], Metrics]
+) -> Callable[..., Any]:
     def make(retriever: CountingRetriever, lessons: InMemoryLessons, **kwargs: Any) -> Any:
-        kwargs.setdefault("metrics", MemoryMetrics())
+        kwargs.setdefault("metrics", new_metrics().sink)
         return engine_class(retriever=retriever, lessons=lessons, worker="w1", **kwargs)
 
     return make
@@ -185,20 +246,22 @@ def test_a_context_that_fails_the_guard_is_returned_but_not_cached(
 
 
 def test_every_run_records_one_metric_and_one_window_sample(
-    retriever, lessons, make_engine
+    retriever, lessons, make_engine, new_metrics
 ) -> None:
-    metrics = MemoryMetrics()
+    metrics = new_metrics()
     windows = MemoryWindows()
     moments = iter([datetime(2026, 11, 30, 12, 0, s, tzinfo=UTC) for s in range(10)])
     engine = make_engine(
-        retriever, lessons, metrics=metrics, windows=windows, now=lambda: next(moments)
+        retriever, lessons, metrics=metrics.sink, windows=windows, now=lambda: next(moments)
     )
     scope = Scope(tags=("ops",))
     engine.run("What is the refund window?", scope=scope)
     hit = engine.run("What is the refund window?", scope=scope)
     assert windows.summary().total_queries == 2
-    assert [row.cache_hit for row in metrics.rows] == [False, True]
-    row = metrics.rows[1]
+    rows = metrics.rows()
+    assert [row.cache_hit for row in rows] == [False, True]
+    assert rows[0].recorded_at == datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+    row = rows[1]
     assert row.recorded_at == datetime(2026, 11, 30, 12, 0, 1, tzinfo=UTC)
     assert row.worker == "w1" and row.namespace == "default"
     assert row.query is None and len(row.query_hash) == 32
@@ -208,13 +271,18 @@ def test_every_run_records_one_metric_and_one_window_sample(
     assert row.budget == hit.budget
 
 
-def test_raw_query_is_stored_only_when_configured(retriever, lessons, make_engine) -> None:
-    metrics = MemoryMetrics()
+def test_raw_query_is_stored_only_when_configured(
+    retriever, lessons, make_engine, new_metrics
+) -> None:
+    metrics = new_metrics()
     config = ContextEngineConfig(store_raw_query=True)
-    make_engine(retriever, lessons, metrics=metrics, config=config).run(
+    make_engine(retriever, lessons, metrics=metrics.sink, config=config).run(
         "What is the refund window?"
     )
-    assert metrics.rows[0].query == "What is the refund window?"
+    assert [row.query for row in metrics.rows()] == ["What is the refund window?"]
+    hidden = new_metrics()
+    make_engine(retriever, lessons, metrics=hidden.sink).run("What is the refund window?")
+    assert [row.query for row in hidden.rows()] == [None]
 
 
 def test_override_budget_replaces_the_adaptive_suggestion(retriever, lessons, make_engine) -> None:
@@ -264,16 +332,16 @@ def test_a_scope_with_no_matching_lesson_gives_an_empty_block(
     ],
 )
 def test_bad_arguments_name_the_field_and_record_nothing(
-    retriever, lessons, make_engine, kwargs, field
+    retriever, lessons, make_engine, new_metrics, kwargs, field
 ) -> None:
-    metrics = MemoryMetrics()
-    engine = make_engine(retriever, lessons, metrics=metrics)
+    metrics = new_metrics()
+    engine = make_engine(retriever, lessons, metrics=metrics.sink)
     kwargs = dict(kwargs)  # the parameter is shared by both engines' runs
     query = kwargs.pop("query")
     with pytest.raises(ValidationError) as caught:
         engine.run(query, **kwargs)
     assert caught.value.field == field
-    assert metrics.rows == [] and retriever.calls == 0
+    assert metrics.rows() == [] and retriever.calls == 0
 
 
 def test_run_multi_refuses_a_bad_global_budget(retriever, lessons, make_engine) -> None:
@@ -282,12 +350,17 @@ def test_run_multi_refuses_a_bad_global_budget(retriever, lessons, make_engine) 
     assert caught.value.field == "global_budget"
 
 
-def test_an_undecodable_cache_entry_is_a_miss(retriever, lessons, make_engine) -> None:
+@pytest.mark.parametrize(
+    "entry",
+    ["not json", "[" * 100_000 + "]" * 100_000, '{"v": ' + "9" * 5000 + "}"],
+    ids=["not json", "nested 100,000 deep", "an integer of 5,000 digits"],
+)
+def test_an_undecodable_cache_entry_is_a_miss(retriever, lessons, make_engine, entry) -> None:
     cache = MemoryContextCache()
     engine = make_engine(retriever, lessons, cache=cache)
     first = engine.run("What is the refund window?")
     key = engine.pipeline.cache_key("What is the refund window?", Scope(), None, None)
-    cache.put(key, "not json")
+    cache.put(key, entry)
     again = engine.run("What is the refund window?")
     assert again.cache_hit is False and again.context == first.context
 

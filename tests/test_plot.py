@@ -13,6 +13,7 @@ import pytest
 from contextstore.errors import ConfigurationError, MissingExtraError
 from contextstore.plot import plot_metrics
 from contextstore.sql.metrics import SeriesPoint
+from tests.plotted import capture_figures, hours, panels, span
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -101,16 +102,140 @@ def test_plot_draws_the_promised_labels(tmp_path: Path, monkeypatch: pytest.Monk
     assert "20 runs" in figure.get_suptitle()
 
 
-def test_an_empty_series_still_writes_a_png(tmp_path: Path) -> None:
+def figures(
+    hour: int, runs: int, latency: tuple[float, float, float], *rates: float
+) -> SeriesPoint:
+    """A point whose every drawn figure is given: (p50, p95, p99), then cache-hit rate,
+    guard-failure rate, lessons matched and included per run."""
+    cache, guard, matched, included = rates
+    return SeriesPoint(
+        bucket_start=T0 + timedelta(hours=hour),
+        bucket_seconds=3600,
+        runs=runs,
+        p50_ms=latency[0],
+        p95_ms=latency[1],
+        p99_ms=latency[2],
+        mean_context_length=1000.0,
+        guard_failure_rate=guard,
+        cache_hit_rate=cache,
+        lessons_matched_total=int(runs * matched),
+        lessons_matched_mean=matched,
+        lessons_included_total=int(runs * included),
+        lessons_included_mean=included,
+        first_recorded_at=T0 + timedelta(hours=hour),
+        last_recorded_at=T0 + timedelta(hours=hour, minutes=59),
+    )
+
+
+def test_each_panel_shows_the_series_of_known_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saved = capture_figures(monkeypatch)
+    series = [
+        figures(0, 8, (100.0, 250.0, 400.0), 0.25, 0.0, 4.0, 2.0),
+        figures(1, 12, (120.0, 300.0, 480.0), 0.5, 0.125, 3.5, 1.5),
+        figures(2, 4, (90.0, 200.0, 260.0), 0.0, 0.25, 5.0, 3.0),
+        # no runs at hour 3: every line breaks there (a NaN point)
+        figures(4, 10, (110.0, 210.0, 350.0), 0.1, 0.1, 2.0, 2.0),
+    ]
+    plot_metrics(list(reversed(series)), tmp_path / "known.png")  # any order: sorted by time
+    (figure,) = saved
+    assert figure.get_suptitle() == (
+        "contextstore metrics — 34 runs, 2026-03-01 00:00 to 2026-03-01 05:00 UTC, 1 h buckets"
+    )
+    at = hours(T0, 0, 1, 2, 3, 4)
+    gap = None
+
+    def line(*values: float | None) -> list[tuple[Any, float | None]]:
+        return list(zip(at, values, strict=True))
+
+    runs, latency, cache, guard, lessons = panels(figure)
+    assert runs == {
+        "title": "Runs per bucket",
+        "ylabel": "runs",
+        "xlabel": "",
+        "ylim": runs["ylim"],
+        "legend": [],
+        "bars": list(zip(hours(T0, 0, 1, 2, 4), [8, 12, 4, 10], strict=True)),
+        "lines": {},
+        "notes": [],
+    }
+    assert runs["ylim"][0] == 0 and runs["ylim"][1] >= 12
+    assert latency["title"] == "Response time per run"
+    assert latency["ylabel"] == "response time (ms)"
+    assert latency["legend"] == ["p50 (median)", "p95", "p99"]
+    assert latency["lines"] == {
+        "p50 (median)": line(100.0, 120.0, 90.0, gap, 110.0),
+        "p95": line(250.0, 300.0, 200.0, gap, 210.0),
+        "p99": line(400.0, 480.0, 260.0, gap, 350.0),
+    }
+    assert latency["ylim"][0] == 0 and latency["ylim"][1] >= 480
+    assert cache["title"] == "Cache hits (share of runs served from the context cache)"
+    assert (cache["ylabel"], cache["ylim"], cache["legend"]) == (
+        "cache hits (%)",
+        (0.0, 100.0),
+        ["cache hits"],
+    )
+    assert cache["lines"] == {"cache hits": line(25.0, 50.0, 0.0, gap, 10.0)}
+    assert guard["title"] == "Guard failures (share of runs whose context failed the guard)"
+    # scaled to the worst bucket (25 %) plus a fifth: 30 %
+    assert (guard["ylabel"], guard["ylim"], guard["legend"]) == (
+        "guard failures (%)",
+        (0.0, 30.0),
+        ["guard failures"],
+    )
+    assert guard["lines"] == {"guard failures": line(0.0, 12.5, 25.0, gap, 10.0)}
+    assert lessons["title"] == "Lessons per run: matched by scope vs included in the context"
+    assert (lessons["ylabel"], lessons["xlabel"], lessons["legend"]) == (
+        "lessons per run (mean)",
+        "time (UTC)",
+        ["matched", "included"],
+    )
+    assert lessons["lines"] == {
+        "matched": line(4.0, 3.5, 5.0, gap, 2.0),
+        "included": line(2.0, 1.5, 3.0, gap, 2.0),
+    }
+    # half a bucket of margin each side of the measured range
+    assert span(figure) == (T0 - timedelta(minutes=30), T0 + timedelta(hours=4, minutes=30))
+
+
+def test_an_empty_series_still_writes_a_png(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saved = capture_figures(monkeypatch)
     target = tmp_path / "empty.png"
     plot_metrics([], target)
     png_size(target)
+    (figure,) = saved
+    assert figure.get_suptitle() == "contextstore metrics — no runs"
+    described = panels(figure)
+    assert [p["ylabel"] for p in described] == [
+        "runs",
+        "response time (ms)",
+        "cache hits (%)",
+        "guard failures (%)",
+        "lessons per run (mean)",
+    ]
+    for panel in described:
+        assert panel["notes"] == ["no runs in this range"]
+        assert panel["bars"] == []
+        assert all(points == [] for points in panel["lines"].values())
+    assert all(not axes.get_xticks().size and not axes.get_yticks().size for axes in figure.axes)
 
 
-def test_a_single_bucket_plots(tmp_path: Path) -> None:
+def test_a_single_bucket_plots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    saved = capture_figures(monkeypatch)
     target = tmp_path / "one.png"
-    plot_metrics([point(3)], target)
+    plot_metrics([point(3, runs=7, p50=40.0)], target)
     png_size(target)
+    (figure,) = saved
+    runs, latency, *_ = panels(figure)
+    start = T0 + timedelta(hours=3)
+    assert runs["bars"] == [(start, 7)]
+    assert latency["lines"]["p50 (median)"] == [(start, 40.0)]
+    assert latency["lines"]["p99"] == [(start, 160.0)]
+    # one bucket still spans that bucket, not matplotlib's default of years
+    assert span(figure) == (start - timedelta(minutes=30), start + timedelta(minutes=30))
 
 
 def test_an_unwritable_path_raises_os_error(tmp_path: Path) -> None:

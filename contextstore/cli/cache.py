@@ -8,6 +8,7 @@ namespace: the same, naming it (password hidden).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from contextstore.cli.common import console, fail, print_json, ratio, table
 from contextstore.cli.options import Json, Namespace, RedisUrl, open_store
 from contextstore.errors import ContextStoreError
 from contextstore.redis.client import FaultPolicy, hide_password
+from contextstore.redis.client import logger as redis_logger
 from contextstore.store import Store
 
 app = typer.Typer(
@@ -32,12 +34,21 @@ MEMORY_NOTE = (
 
 @contextmanager
 def shared_store(redis_url: str | None, namespace: str | None) -> Iterator[Store]:
-    """The store for a cache or adaptive command; refusals become one line and exit 1."""
+    """The store for a cache or adaptive command; refusals become one line and exit 1.
+
+    The Redis client's own outage WARNINGs are held back meanwhile: these commands do not
+    fall back to process memory as a run does, they stop with one ``error:`` line
+    (``check_reachable``), and a WARNING before it would only repeat it.
+    """
+    level = redis_logger.level
+    redis_logger.setLevel(logging.ERROR)
     try:
         with open_store(None, redis_url, namespace) as store:
             yield store
     except ContextStoreError as exc:
         fail(str(exc))
+    finally:
+        redis_logger.setLevel(level)
 
 
 def where(store: Store) -> dict[str, Any]:

@@ -134,6 +134,8 @@ def add(
             parsed = json.loads(metadata)
         except ValueError as error:
             fail(f"metadata: is not valid JSON: {error}")
+        except RecursionError:
+            fail("metadata: is nested too deeply to read")
     if text is None:
         with cli_errors():
             text = sys.stdin.read()
@@ -220,7 +222,7 @@ def _filters(pairs: list[str]) -> dict[str, Any]:
             fail(f"--filter: expected key=value, got {pair!r}", code=EXIT_USAGE)
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = raw
         if isinstance(value, dict | list):
             value = raw

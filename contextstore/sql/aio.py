@@ -131,7 +131,9 @@ class AsyncLessonRepository(_Bridge):
         ready: Callable[[], Awaitable[None]] | None = None,
         **options: Any,
     ) -> None:
-        """``options`` go to ``LessonRepository`` (``clock``, ``actor``)."""
+        """``options`` go to ``LessonRepository`` (``clock``, ``actor``); an import's pauses
+        between transactions and its retries wait with ``asyncio.sleep``."""
+        options.setdefault("sleep", _async_sleep)
         super().__init__(LessonRepository(engine.sync_engine, **options), ready)
 
     async def candidates(self, scope: Scope, *, include_inactive: bool = False) -> list[Lesson]:

@@ -14,14 +14,15 @@ normalised to ``postgresql+psycopg://``.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypeVar
 
 import sqlalchemy as sa
 from alembic import command
@@ -34,10 +35,13 @@ from sqlalchemy import event, exc
 from contextstore.errors import (
     BackendUnavailableError,
     ConfigurationError,
+    ContextStoreError,
     MissingExtraError,
     ValidationError,
 )
 from contextstore.urls import mask_url
+
+T = TypeVar("T")
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # The one copy lives at the repository's top level (``migrations/``); the wheel ships it inside
@@ -132,9 +136,45 @@ def autocommit(engine: sa.Engine) -> sa.Engine:
     return engine.execution_options(**{AUTOCOMMIT_OPTION: True})
 
 
+# Text SQLite hands back that is not UTF-8 (bytes typed by hand, ``CAST(x'80ff' AS TEXT)``)
+# fails the whole statement in the driver, every other row with it. A database found holding
+# such bytes (``tolerating_bytes``) has its connections decode with surrogateescape from then
+# on: the bytes become lone surrogates the readers recognise and step around
+# (``contextstore.sql.unreadable.check_text``). Only then: the driver's default decoder is
+# C code throughout, and a Python-level factory would slow every read of a clean database.
+SQLITE_TEXT_FACTORY: Final = functools.partial(str, encoding="utf-8", errors="surrogateescape")
+_LENIENT_OPTION: Final = "contextstore_lenient_text"
+_UNDECODABLE: Final = "Could not decode to UTF-8"
+
+
+def tolerating_bytes(engine: sa.Engine, read: Callable[[], T]) -> T:
+    """``read()``; if SQLite could not decode a text value, again with lenient decoding.
+
+    From then on every connection of ``engine``'s pool decodes leniently (see above).
+    """
+    try:
+        return read()
+    except ContextStoreError as error:
+        if engine.dialect.name != "sqlite" or not _undecodable(error):
+            raise
+        if getattr(engine.dialect, _LENIENT_OPTION, False):
+            raise
+    setattr(engine.dialect, _LENIENT_OPTION, True)
+    return read()
+
+
+def _undecodable(error: BaseException) -> bool:
+    seen: BaseException | None = error
+    while seen is not None:
+        if _UNDECODABLE in str(seen):
+            return True
+        seen = seen.__cause__
+    return False
+
+
 def _configure_sqlite(engine: sa.Engine) -> None:
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
         # Hand transaction control to SQLAlchemy (the begin hook below) instead of pysqlite,
         # which would otherwise BEGIN lazily and commit around DDL on its own.
         dbapi_connection.isolation_level = None
@@ -144,6 +184,12 @@ def _configure_sqlite(engine: sa.Engine) -> None:
         _switch_to_wal(cursor)
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if getattr(engine.dialect, _LENIENT_OPTION, False):
+            # The driver's own connection: sqlite3's, or aiosqlite's (which forwards it).
+            record.driver_connection.text_factory = SQLITE_TEXT_FACTORY
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.Connection) -> None:
@@ -262,9 +308,11 @@ def _revision_errors(revision: str) -> Iterator[None]:
 
 def current_revision(target: str | sa.URL | sa.Engine) -> str | None:
     """The revision the database is at, or ``None`` when it was never migrated."""
-    with _engine_for(target) as engine, read_only(engine).connect() as connection:
+    with _engine_for(target) as engine:
         try:
-            return MigrationContext.configure(connection).get_current_revision()
+            # Connecting is inside the try: an unreachable server fails right there.
+            with read_only(engine).connect() as connection:
+                return MigrationContext.configure(connection).get_current_revision()
         except exc.DatabaseError as error:  # unreachable, or a file that is not a database
             raise BackendUnavailableError(
                 f"database {_safe(engine.url)!r} is unavailable: {error.orig}"

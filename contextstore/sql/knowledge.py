@@ -43,7 +43,7 @@ from contextstore.knowledge import (
 )
 from contextstore.ranking import RankingParameters, query_terms, unit_vector
 from contextstore.retrieval import DEFAULT_PASSAGE_CHARS
-from contextstore.sql.database import autocommit, read_only, translate_errors
+from contextstore.sql.database import autocommit, read_only, tolerating_bytes, translate_errors
 from contextstore.sql.knowledge_queries import (
     CHUNKS,
     DOCUMENTS,
@@ -52,8 +52,19 @@ from contextstore.sql.knowledge_queries import (
     generation_statement,
     lock_namespace_statement,
     plan_search,
+    read_metadata,
 )
 from contextstore.sql.repository import ImportSummary
+from contextstore.sql.unreadable import (
+    DOCUMENT_WARNINGS,
+    UnreadableRowError,
+    check_json,
+    check_text,
+    printable,
+    raw_text,
+    read_timestamp,
+    safe_timestamp,
+)
 from contextstore.tokens import index_term
 
 __all__ = ["DEFAULT_CANDIDATE_LIMIT", "ImportSummary", "KnowledgeBase"]
@@ -145,9 +156,12 @@ class KnowledgeBase:
         statement, values = plan.statement
         # One statement in autocommit: one snapshot (the statistics and the candidates agree)
         # and one round trip, with no BEGIN, COMMIT or ROLLBACK around it.
-        with translate_errors(self._engine.url), self._autocommit.connect() as c:
-            rows = c.execute(statement, values).all()
-        return plan.finish(rows)
+
+        def select() -> Sequence[Any]:
+            with translate_errors(self._engine.url), self._autocommit.connect() as c:
+                return c.execute(statement, values).all()
+
+        return plan.finish(tolerating_bytes(self._engine, select))
 
     def plan(
         self, query: str, top_k: int = 5, filters: Mapping[str, Any] | None = None
@@ -212,7 +226,7 @@ class KnowledgeBase:
         """The document ``source`` with its passages in order; ``NotFoundError`` if none."""
         _check_source(source)
         statement = (
-            sa.select(*_DOCUMENT_COLUMNS, CHUNKS.c.text)
+            sa.select(*_document_columns(self._engine.dialect.name), CHUNKS.c.text)
             .select_from(DOCUMENTS.outerjoin(CHUNKS, CHUNKS.c.document_id == DOCUMENTS.c.id))
             .where(DOCUMENTS.c.namespace == self.namespace, DOCUMENTS.c.source == source)
             .order_by(CHUNKS.c.position)
@@ -220,8 +234,13 @@ class KnowledgeBase:
         rows = self._read(lambda c: c.execute(statement).all())
         if not rows:
             raise NotFoundError(f"no document {source!r} in namespace {self.namespace!r}")
-        passages = tuple(row[-1] for row in rows if row[-1] is not None)
-        return _document(rows[0][:-1], len(passages), passages)
+        try:
+            passages = tuple(check_text("text", row[-1]) for row in rows if row[-1] is not None)
+            return _document(rows[0][:-1], len(passages), passages)
+        except UnreadableRowError as error:
+            raise ValidationError(
+                error.column, f"document {source!r} is stored with an unreadable {error}"
+            ) from error
 
     def list(
         self, prefix: str | None = None, limit: int | None = None, offset: int = 0
@@ -246,7 +265,9 @@ class KnowledgeBase:
             .subquery()
         )
         statement = (
-            sa.select(*_DOCUMENT_COLUMNS, sa.func.coalesce(counts.c.n, 0))
+            sa.select(
+                *_document_columns(self._engine.dialect.name), sa.func.coalesce(counts.c.n, 0)
+            )
             .select_from(DOCUMENTS.outerjoin(counts, counts.c.document_id == DOCUMENTS.c.id))
             .where(DOCUMENTS.c.namespace == self.namespace)
             .order_by(_by_code_point(self._engine.dialect.name))
@@ -258,7 +279,13 @@ class KnowledgeBase:
                 sa.func.substr(DOCUMENTS.c.source, 1, len(prefix)) == prefix
             )
         rows = self._read(lambda c: c.execute(statement).all())
-        return [_document(row[:-1], int(row[-1])) for row in rows]
+        documents: Documents = []
+        for row in rows:
+            try:
+                documents.append(_document(row[:-1], int(row[-1])))
+            except UnreadableRowError as error:
+                DOCUMENT_WARNINGS.skipped(printable(row[0]), error)
+        return documents
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -503,6 +530,9 @@ class KnowledgeBase:
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _read(self, work: Callable[[sa.Connection], T]) -> T:
+        return tolerating_bytes(self._engine, lambda: self._read_once(work))
+
+    def _read_once(self, work: Callable[[sa.Connection], T]) -> T:
         with (
             translate_errors(self._engine.url),
             read_only(self._engine).connect() as connection,
@@ -518,13 +548,21 @@ class KnowledgeBase:
         return "database is locked" in message or "database is busy" in message
 
 
-_DOCUMENT_COLUMNS: Final = (
-    DOCUMENTS.c.source,
-    DOCUMENTS.c["metadata"],
-    DOCUMENTS.c.content_hash,
-    DOCUMENTS.c.created_at,
-    DOCUMENTS.c.updated_at,
-)
+def _document_columns(dialect: str) -> tuple[sa.ColumnElement[Any], ...]:
+    """The documents' columns, metadata and timestamps fetched in a form the driver cannot
+    fail on: a row typed by hand in SQL is then skipped (or named) by ``_document``, instead
+    of failing the statement and every other document with it."""
+    d = DOCUMENTS.c
+    metadata = sa.type_coerce(d["metadata"], sa.String()) if dialect == "sqlite" else d["metadata"]
+    return (
+        d.source,
+        metadata,
+        d.content_hash,
+        safe_timestamp(d.created_at, dialect),
+        safe_timestamp(d.updated_at, dialect),
+        raw_text(d.created_at),
+        raw_text(d.updated_at),
+    )
 
 
 def _check_source(source: object) -> None:
@@ -543,14 +581,17 @@ def _execute_many(
 
 
 def _document(row: Sequence[Any], chunk_count: int, passages: tuple[str, ...] = ()) -> Document:
-    source, metadata, digest, created_at, updated_at = row
+    """A ``_document_columns`` row as a ``Document``; ``UnreadableRowError`` when a column
+    holds what the library cannot read (bytes that are not UTF-8, metadata that is not a JSON
+    object, a timestamp that is not one)."""
+    source, metadata, digest, created_at, updated_at, created_raw, updated_raw = row
     return Document(
-        source=source,
-        metadata=dict(metadata),
+        source=check_text("source", source),
+        metadata=check_json("metadata", read_metadata(metadata)),
         content_hash=digest,
         chunk_count=chunk_count,
-        created_at=created_at,
-        updated_at=updated_at,
+        created_at=read_timestamp("created_at", created_at, created_raw),
+        updated_at=read_timestamp("updated_at", updated_at, updated_raw),
         passages=passages,
     )
 

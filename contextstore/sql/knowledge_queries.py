@@ -32,6 +32,13 @@ from contextstore.compose import Chunk
 from contextstore.knowledge import FilterValue
 from contextstore.ranking import Candidate, CorpusStatistics, RankingParameters, rank
 from contextstore.sql.models import ChunkRow, DocumentRow, KnowledgeStatsRow, KnowledgeTermRow
+from contextstore.sql.unreadable import (
+    DOCUMENT_WARNINGS,
+    UnreadableRowError,
+    check_json,
+    check_text,
+    printable,
+)
 
 DOCUMENTS: Final = cast(sa.Table, DocumentRow.__table__)
 CHUNKS: Final = cast(sa.Table, ChunkRow.__table__)
@@ -180,7 +187,11 @@ def _search_template(
         CHUNKS.c.text,
         CHUNKS.c.length,
         DOCUMENTS.c.source,
-        DOCUMENTS.c["metadata"],
+        # SQLite's JSON text is decoded by ``read_metadata``: a row typed by hand that is not
+        # JSON then skips its chunks instead of failing the whole search.
+        sa.type_coerce(DOCUMENTS.c["metadata"], sa.String())
+        if dialect == "sqlite"
+        else DOCUMENTS.c["metadata"],
         *counts,
     ]
     if with_vectors:
@@ -273,7 +284,12 @@ class SearchPlan:
                 if frequency is not None
             },
         )
-        candidates = [self._candidate(row) for row in rows]
+        candidates = []
+        for row in rows:
+            try:
+                candidates.append(self._candidate(row))
+            except UnreadableRowError as error:
+                DOCUMENT_WARNINGS.skipped(printable(row[3]), error)
         return rank(
             candidates, self.terms, statistics, self.parameters, self.top_k, self.query_vector
         )
@@ -294,19 +310,29 @@ class SearchPlan:
             if embedding is not None and usable:
                 vector = np.frombuffer(embedding, dtype="<f4").astype(np.float32)
         return Candidate(
-            text=text,
-            source=source,
+            text=check_text("text", text),
+            source=check_text("source", source),
             position=int(position),
             length=int(length),
             counts=counts,
-            metadata=_json(metadata),
+            metadata=check_json("metadata", read_metadata(metadata)),
             vector=vector,
         )
 
 
-def _json(value: Any) -> dict[str, Any]:
-    # SQLite hands JSON back decoded by SQLAlchemy; a raw string only if typed by hand.
-    return dict(json.loads(value) if isinstance(value, str | bytes) else value)
+def read_metadata(value: Any) -> dict[str, Any]:
+    """A document's metadata as fetched: PostgreSQL's already decoded, SQLite's JSON text.
+
+    ``UnreadableRowError`` when it is not a JSON object (typed by hand in SQL).
+    """
+    if isinstance(value, str | bytes):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError) as error:
+            raise UnreadableRowError("metadata", printable(str(value)), "is not JSON") from error
+    if not isinstance(value, dict):
+        raise UnreadableRowError("metadata", str(value), "is not a JSON object")
+    return value
 
 
 def plan_search(

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from contextstore.errors import BackendUnavailableError, ContextStoreError, ValidationError
 from contextstore.metrics import QueryMetric
-from contextstore.sql.database import autocommit, read_only
+from contextstore.sql.database import autocommit, read_only, tolerating_bytes
 from contextstore.sql.metric_queries import (
     Group,
     bucket_index,
@@ -52,6 +52,7 @@ from contextstore.sql.report import (
     percentile,
 )
 from contextstore.sql.trace_queries import lesson_usage
+from contextstore.sql.unreadable import SKIP_WARNINGS, UnreadableRowError, check_text, printable
 
 __all__ = [
     "PERCENTILES",
@@ -269,7 +270,9 @@ class MetricsRepository:
         overall, grouped, chosen = self._read(read, snapshot=True)
         levels = list(COMPLEXITY_ORDER) + sorted(set(grouped) - set(COMPLEXITY_ORDER))
         rows = tuple(
-            ComplexityRow(complexity=level, **figure_fields(grouped.get(level, EMPTY_FIGURES)))
+            ComplexityRow(
+                complexity=printable(level), **figure_fields(grouped.get(level, EMPTY_FIGURES))
+            )
             for level in levels
         )
         return MetricsReport(
@@ -309,7 +312,12 @@ class MetricsRepository:
 
         def read(connection: sa.Connection) -> LessonStats:
             runs = int(connection.execute(count).scalar_one())
-            rows = connection.execute(lesson_usage(dialect, conditions)).all()
+            # An id holding bytes that are not UTF-8 (typed into SQLite by hand) is skipped.
+            rows = [
+                row
+                for row in connection.execute(lesson_usage(dialect, conditions)).all()
+                if _readable_id(row.entity_id)
+            ]
             usage = tuple(
                 LessonUsage(
                     entity_id=row.entity_id,
@@ -435,6 +443,9 @@ class MetricsRepository:
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _read(self, work: Callable[[sa.Connection], T], *, snapshot: bool = False) -> T:
+        return tolerating_bytes(self._engine, lambda: self._read_once(work, snapshot=snapshot))
+
+    def _read_once(self, work: Callable[[sa.Connection], T], *, snapshot: bool) -> T:
         try:
             with read_only(self._engine).connect() as connection:
                 if snapshot and connection.dialect.name == "postgresql":
@@ -447,6 +458,15 @@ class MetricsRepository:
                     return work(connection)
         except sa.exc.SQLAlchemyError as exc:
             raise _translate(exc) from exc
+        except ContextStoreError:
+            raise  # a refusal of ours (ValidationError is a ValueError too)
+        except ValueError as exc:
+            # A value typed by hand in SQL that the column's type cannot read back (SQLite
+            # keeps whatever text it is given: recorded_at = 'yesterday').
+            raise ContextStoreError(
+                f"metrics database holds a row the library cannot read ({exc}); "
+                "fix or delete it in SQL"
+            ) from exc
 
 
 def _ends(conditions: list[sa.ColumnElement[bool]]) -> sa.Select[Any]:
@@ -466,7 +486,8 @@ def _group_rows(by: str | None, grouped: dict[Any, MetricsFigures]) -> tuple[Gro
         keys = known + sorted(set(grouped) - set(COMPLEXITY_ORDER))
     else:
         keys = sorted(grouped, key=lambda key: (-grouped[key].runs, key))
-    return tuple(GroupRow(key=str(key), **figure_fields(grouped[key])) for key in keys)
+    # A value holding bytes that are not UTF-8 (typed into SQLite by hand) is shown escaped.
+    return tuple(GroupRow(key=printable(str(key)), **figure_fields(grouped[key])) for key in keys)
 
 
 def _is_lock(engine: sa.Engine, exc: sa.exc.OperationalError) -> bool:
@@ -481,3 +502,12 @@ def _translate(exc: sa.exc.SQLAlchemyError) -> ContextStoreError:
         return BackendUnavailableError(f"metrics database unavailable: {exc.orig}")
     detail = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
     return ContextStoreError(f"metrics database error: {detail}")
+
+
+def _readable_id(entity_id: str) -> bool:
+    try:
+        check_text("entity_id", entity_id)
+    except UnreadableRowError as error:
+        SKIP_WARNINGS.skipped(printable(entity_id), error)
+        return False
+    return True

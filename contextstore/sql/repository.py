@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
@@ -46,12 +46,15 @@ from contextstore.lessons import (
     write_jsonl,
 )
 from contextstore.matching import Lesson, Scope, lookup_keys
-from contextstore.sql.database import autocommit, read_only, translate_errors
+from contextstore.sql.database import autocommit, read_only, tolerating_bytes, translate_errors
 from contextstore.sql.models import SQLITE_ACTOR_TABLE, LessonEventRow, LessonRow, LessonScopeRow
 from contextstore.sql.unreadable import (
     SKIP_WARNINGS,
     UnreadableLesson,
     UnreadableRowError,
+    check_text,
+    escaped,
+    printable,
     raw_text,
     read_evidence,
     read_timestamp,
@@ -59,6 +62,7 @@ from contextstore.sql.unreadable import (
 )
 
 Clock = Callable[[], datetime]
+R = TypeVar("R")
 # Aliases, because inside LessonRepository the name ``list`` is the method.
 Records = list[LessonRecord]
 Lessons = list[Lesson]
@@ -73,10 +77,12 @@ _CHUNK = 500
 # A large SQLite import writes in transactions sized to hold the write lock about
 # IMPORT_TARGET_S each (starting at IMPORT_CHUNK records, then resized from the time the last
 # one took), pausing in between for longer than SQLite's busy handler sleeps (100 ms at
-# most), so a waiting writer always gets the lock within about one chunk's time.
+# most), so a waiting writer always gets the lock within about one chunk's time. A chunk
+# shrinks at once when the last one was slow but grows at most twofold, and never past the
+# upper limit: on a loaded machine the next chunk can run far slower than the last did.
 IMPORT_CHUNK: Final = 200
-IMPORT_CHUNK_LIMITS: Final = (20, 2000)
-IMPORT_TARGET_S: Final = 0.05
+IMPORT_CHUNK_LIMITS: Final = (20, 500)
+IMPORT_TARGET_S: Final = 0.03
 IMPORT_PAUSE_S: Final = 0.12
 # Whole-import attempts on PostgreSQL when a concurrent writer conflicts.
 IMPORT_ATTEMPTS: Final = 8
@@ -141,13 +147,16 @@ class LessonRepository:
         clock: Clock = utc_now,
         session: Session | None = None,
         actor: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``actor`` names who writes, in the audit; ``None`` means the operating-system user.
 
         A blank, over-long (> 255 characters) or control-character actor is refused
-        (``ValidationError("actor")``).
+        (``ValidationError("actor")``). ``sleep`` waits between an import's transactions and
+        before a retry (the asyncio twin passes one that yields to the event loop).
         """
         self._engine = engine
+        self._sleep = sleep
         # Derived once: building an options engine per call costs more than the statement.
         self._autocommit = autocommit(engine)
         self._clock = clock
@@ -161,11 +170,15 @@ class LessonRepository:
 
     def using(self, session: Session) -> LessonRepository:
         """This repository joined to the caller's ``session`` (the caller commits)."""
-        return LessonRepository(self._engine, clock=self._clock, session=session, actor=self._actor)
+        return LessonRepository(
+            self._engine, clock=self._clock, session=session, actor=self._actor, sleep=self._sleep
+        )
 
     def as_actor(self, actor: str) -> LessonRepository:
         """This repository with its writes attributed to ``actor``."""
-        return LessonRepository(self._engine, clock=self._clock, session=self._session, actor=actor)
+        return LessonRepository(
+            self._engine, clock=self._clock, session=self._session, actor=actor, sleep=self._sleep
+        )
 
     # -- transactions -----------------------------------------------------------------------
 
@@ -193,12 +206,21 @@ class LessonRepository:
             with Session(read_only(self._engine)) as session, session.begin():
                 yield session
 
+    def _reading(self, work: Callable[[Session], R]) -> R:
+        """``work(session)`` in a read transaction, again with lenient text decoding if SQLite
+        holds bytes that are not UTF-8 (``tolerating_bytes``)."""
+
+        def attempt() -> R:
+            with self._read() as session:
+                return work(session)
+
+        return tolerating_bytes(self._engine, attempt)
+
     # -- reads ------------------------------------------------------------------------------
 
     def get(self, entity_id: str) -> LessonRecord:
         """The lesson ``entity_id``; ``NotFoundError`` when there is none."""
-        with self._read() as session:
-            return _require(session, entity_id)
+        return self._reading(lambda session: _require(session, entity_id))
 
     def list(
         self,
@@ -266,8 +288,7 @@ class LessonRepository:
                     sa.select(SCOPES.c.lesson_id).where(SCOPES.c.scope_key == scope_key)
                 )
             )
-        with self._read() as session:
-            return _load(session, query, skip=True)
+        return self._reading(lambda session: _load(session, query, skip=True))
 
     def export_records(self) -> Records:
         """Every lesson, ordered by entity_id."""
@@ -282,14 +303,19 @@ class LessonRepository:
         query = sa.select(EVENTS).order_by(EVENTS.c.id)
         if entity_id is not None:
             query = query.where(EVENTS.c.lesson_id == entity_id)
-        with self._read() as session:
-            return [LessonEvent(**row._mapping) for row in session.execute(query)]
+        # An audit row keeps the old and new values as they were stored, bytes that are not
+        # UTF-8 included (typed into SQLite by hand): shown escaped, never dropped.
+        return self._reading(
+            lambda session: [
+                LessonEvent(**{name: escaped(value) for name, value in row._mapping.items()})
+                for row in session.execute(query)
+            ]
+        )
 
     def check(self) -> Unreadables:
         """Lesson rows readers skip (a malformed timestamp or evidence typed in SQL), each with
         the column at fault, the stored value and the reason; ``[]`` when every row reads."""
-        with self._read() as session:
-            return _check_rows(session)
+        return self._reading(_check_rows)
 
     def events_count(self, event: str | None = None) -> int:
         """How many audit rows there are (of one ``event`` kind when given)."""
@@ -326,13 +352,15 @@ class LessonRepository:
         keys = sorted(lookup_keys(scope))
         if not keys:
             return []
-        with translate_errors(self._engine.url):
-            if self._session is not None:
-                rows = _select_candidates(self._session.connection(), keys, include_inactive)
-            else:
+
+        def select() -> Sequence[sa.Row[Any]]:
+            with translate_errors(self._engine.url):
+                if self._session is not None:
+                    return _select_candidates(self._session.connection(), keys, include_inactive)
                 with self._autocommit.connect() as connection:
-                    rows = _select_candidates(connection, keys, include_inactive)
-        return candidate_lessons(rows)
+                    return _select_candidates(connection, keys, include_inactive)
+
+        return candidate_lessons(tolerating_bytes(self._engine, select))
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -501,7 +529,7 @@ class LessonRepository:
         start, size = 0, IMPORT_CHUNK
         while start < len(ordered):
             if start:
-                time.sleep(IMPORT_PAUSE_S)
+                self._sleep(IMPORT_PAUSE_S)
             chunk = ordered[start : start + size]
             began = time.monotonic()
             done = self._import_chunk(chunk, now)
@@ -509,7 +537,8 @@ class LessonRepository:
             _checkpoint(self._engine)
             start += len(chunk)
             low, high = IMPORT_CHUNK_LIMITS
-            size = max(low, min(high, int(len(chunk) * IMPORT_TARGET_S / elapsed)))
+            wanted = int(len(chunk) * IMPORT_TARGET_S / elapsed)
+            size = max(low, min(high, 2 * len(chunk), wanted))
             total = ImportSummary(
                 added=total.added + done.added,
                 updated=total.updated + done.updated,
@@ -536,7 +565,7 @@ class LessonRepository:
                     raise
                 if not _is_conflict(error):
                     raise
-                time.sleep(0.02 * number)
+                self._sleep(0.02 * number)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _set_status(self, entity_id: str, status: str) -> LessonRecord:
@@ -711,17 +740,19 @@ def _lesson_columns(dialect: str) -> list[sa.ColumnElement[Any]]:
 
 def _decode(row: sa.Row[Any], dialect: str, keys: tuple[str, ...]) -> LessonRecord:
     """One row as a record; ``UnreadableRowError`` when a column cannot be read."""
+    for key in keys:
+        check_text("applies_to", key)
     return LessonRecord(
-        entity_id=row.entity_id,
-        status=row.status,
-        severity=row.severity,
-        injection_form=row.injection_form,
+        entity_id=check_text("entity_id", row.entity_id),
+        status=check_text("status", row.status),
+        severity=check_text("severity", row.severity),
+        injection_form=check_text("injection_form", row.injection_form),
         applies_to=keys,
-        summary=row.summary,
-        detail=row.detail,
+        summary=check_text("summary", row.summary),
+        detail=check_text("detail", row.detail),
         created_at=read_timestamp("created_at", row.created_at, row.created_at_raw),
         updated_at=read_timestamp("updated_at", row.updated_at, row.updated_at_raw),
-        superseded_by=row.superseded_by,
+        superseded_by=check_text("superseded_by", row.superseded_by),
         evidence=read_evidence(row.evidence, dialect),
     )
 
@@ -737,6 +768,15 @@ def _load(session: Session, query: sa.Select[Any], *, skip: bool = False) -> Rec
     dialect = session.get_bind().dialect.name
     query = query.with_only_columns(*_lesson_columns(dialect))
     rows = session.execute(query.order_by(_by_code_point(session))).all()
+    # An id that is not UTF-8 cannot even be sent back to look up the lesson's scope keys.
+    readable = []
+    for row in rows:
+        try:
+            check_text("entity_id", row.entity_id)
+            readable.append(row)
+        except UnreadableRowError as error:
+            _unreadable(row.entity_id, error, skip)
+    rows = readable
     keys: dict[str, list[str]] = {row.entity_id: [] for row in rows}
     ids = list(keys)
     for start in range(0, len(ids), _CHUNK):
@@ -752,27 +792,36 @@ def _load(session: Session, query: sa.Select[Any], *, skip: bool = False) -> Rec
         try:
             records.append(_decode(row, dialect, tuple(keys[row.entity_id])))
         except UnreadableRowError as error:
-            if not skip:
-                raise ValidationError(
-                    error.column,
-                    f"lesson {row.entity_id!r} is stored with an unreadable {error}; "
-                    "fix the row in SQL (contextstore db check lists such rows)",
-                ) from error
-            SKIP_WARNINGS.skipped(row.entity_id, error)
+            _unreadable(row.entity_id, error, skip)
     return records
+
+
+def _unreadable(entity_id: str, error: UnreadableRowError, skip: bool) -> None:
+    """A rate-limited WARNING when ``skip``, else ``ValidationError`` naming the column."""
+    if not skip:
+        raise ValidationError(
+            error.column,
+            f"lesson {printable(entity_id)!r} is stored with an unreadable {error}; "
+            "fix the row in SQL (contextstore db check lists such rows)",
+        ) from error
+    SKIP_WARNINGS.skipped(printable(entity_id), error)
 
 
 def _check_rows(session: Session) -> list[UnreadableLesson]:
     """Every lesson row a reader would skip, ordered by entity_id."""
     dialect = session.get_bind().dialect.name
     query = sa.select(*_lesson_columns(dialect)).order_by(_by_code_point(session))
+    keys: dict[str, list[str]] = {}
+    for lesson_id, scope_key in session.execute(sa.select(SCOPES.c.lesson_id, SCOPES.c.scope_key)):
+        keys.setdefault(lesson_id, []).append(scope_key)
     found: list[UnreadableLesson] = []
     for row in session.execute(query):
         try:
-            _decode(row, dialect, ())
+            _decode(row, dialect, tuple(keys.get(row.entity_id, ())))
         except UnreadableRowError as error:
             value = error.value if isinstance(error.value, str) else json.dumps(error.value)
-            found.append(UnreadableLesson(row.entity_id, error.column, value, error.reason))
+            entity_id = printable(row.entity_id)
+            found.append(UnreadableLesson(entity_id, error.column, value, error.reason))
     return found
 
 
@@ -869,20 +918,19 @@ def candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
         status = row[6] if len(row) > 6 else "active"
         try:
             created = _rfc3339(created_at)
-        except UnreadableRowError as error:
-            SKIP_WARNINGS.skipped(entity_id, error)
-            continue
-        lessons.append(
-            Lesson(
-                entity_id=entity_id,
-                status=status,
-                severity=severity,
+            lesson = Lesson(
+                entity_id=check_text("entity_id", entity_id),
+                status=check_text("status", status),
+                severity=check_text("severity", severity),
                 created_at=created,
                 applies_to=tuple(sorted(matched[entity_id])),
-                injection_form=injection_form,
-                summary=summary,
+                injection_form=check_text("injection_form", injection_form),
+                summary=check_text("summary", summary),
             )
-        )
+        except UnreadableRowError as error:
+            SKIP_WARNINGS.skipped(printable(entity_id), error)
+            continue
+        lessons.append(lesson)
     return lessons
 
 

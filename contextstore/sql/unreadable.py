@@ -5,6 +5,10 @@ psql, evidence that is not JSON) must not stop the fleet: readers decode each ro
 own, skip one they cannot read, and log one WARNING per lesson per ``WARNING_INTERVAL_S``.
 ``contextstore db check`` lists such rows with the reason (``LessonRepository.check``).
 
+Text that is not UTF-8 (bytes typed into SQLite by hand: PostgreSQL refuses them) reaches
+the readers as lone surrogates (the SQLite connection decodes with surrogateescape, see
+``contextstore.sql.database``); ``check_text`` turns such a value into an unreadable column.
+
 Timestamps are fetched in a form that cannot fail in the driver: SQLite hands back its text,
 which is parsed here; PostgreSQL hands back NULL for a value Python's ``datetime`` cannot hold
 (``infinity``, before year 1, after 9998) and the raw text beside it for the report.
@@ -87,12 +91,55 @@ def read_timestamp(column: str, value: object, raw: object) -> datetime:
         raise UnreadableRowError(column, value, reason) from error
 
 
+def check_text(column: str, value: Any) -> Any:
+    """``value`` unchanged, unless it is text holding bytes that were not UTF-8."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise UnreadableRowError(column, printable(value), "is not valid UTF-8") from error
+    return value
+
+
+def printable(value: str) -> str:
+    """``value`` with each byte that was not UTF-8 shown as ``\\xNN``: safe to print."""
+    raw = value.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def check_json(column: str, value: Any) -> Any:
+    """``value`` (decoded JSON) unchanged, unless a string in it holds bytes not UTF-8."""
+    if isinstance(value, str):
+        check_text(column, value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(column, key)
+            check_json(column, item)
+    elif isinstance(value, list):
+        for item in value:
+            check_json(column, item)
+    return value
+
+
+def escaped(value: Any) -> Any:
+    """``value`` (text, or decoded JSON) with every string made ``printable``: for what is
+    shown as it is stored (the audit's old and new values) rather than skipped."""
+    if isinstance(value, str):
+        return value if value.isascii() else printable(value)
+    if isinstance(value, dict):
+        return {escaped(key): escaped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [escaped(item) for item in value]
+    return value
+
+
 def read_evidence(value: object, dialect: str) -> Any:
     """``evidence`` as stored: PostgreSQL's json is already decoded; SQLite's is text."""
     if dialect == "postgresql":
         return value
     if not isinstance(value, str):
         raise UnreadableRowError("evidence", value, "is not JSON text")
+    check_text("evidence", value)
     try:
         return json.loads(value)
     except ValueError as error:
@@ -100,13 +147,26 @@ def read_evidence(value: object, dialect: str) -> Any:
 
 
 class SkipWarnings:
-    """One WARNING per lesson per ``interval`` seconds, however many readers meet it."""
+    """One WARNING per row per ``interval`` seconds, however many readers meet it.
+
+    ``what`` names the kind of row in the message (``lesson``, ``document``), ``log`` is the
+    logger it goes to and ``hint`` what to do about it.
+    """
 
     def __init__(
-        self, interval: float = WARNING_INTERVAL_S, clock: Callable[[], float] = time.monotonic
+        self,
+        interval: float = WARNING_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        what: str = "lesson",
+        log: logging.Logger = logger,
+        hint: str = "contextstore db check lists such rows",
     ) -> None:
         self._interval = interval
         self._clock = clock
+        self._what = what
+        self._log = log
+        self._hint = hint
         self._last: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -117,9 +177,13 @@ class SkipWarnings:
             if last is not None and now - last < self._interval:
                 return
             self._last[entity_id] = now
-        logger.warning(
-            "lesson %r skipped: %s (contextstore db check lists such rows)", entity_id, error
-        )
+        self._log.warning("%s %r skipped: %s (%s)", self._what, entity_id, error, self._hint)
 
 
 SKIP_WARNINGS: Final = SkipWarnings()
+# Documents and passages of the knowledge base typed by hand (SQLite): list and search skip them.
+DOCUMENT_WARNINGS: Final = SkipWarnings(
+    what="document",
+    log=logging.getLogger("contextstore.knowledge"),
+    hint="fix or re-import it",
+)

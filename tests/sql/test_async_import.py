@@ -1,0 +1,76 @@
+"""An import awaited on an event loop never blocks the loop, pauses between chunks included.
+
+The SQLite import writes in short transactions with a pause between them; awaited through
+``AsyncLessonRepository`` the pause is an ``asyncio.sleep``, so other tasks keep running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+
+import contextstore.sql.repository as repository
+from contextstore.lessons import LessonRecord
+from contextstore.sql.aio import AsyncLessonRepository, create_async_database_engine
+from tests.sql.conftest import SQLITE_ONLY
+
+PAUSE_S = 1.0  # far longer than anything else the loop waits for here
+CHUNK = 20
+RECORDS = 3 * CHUNK  # three transactions, two pauses
+
+
+@SQLITE_ONLY
+def test_the_loop_keeps_ticking_through_an_async_import(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(repository, "IMPORT_CHUNK", CHUNK)
+    monkeypatch.setattr(repository, "IMPORT_CHUNK_LIMITS", (CHUNK, CHUNK))
+    monkeypatch.setattr(repository, "IMPORT_PAUSE_S", PAUSE_S)
+    # A blocking sleep on the loop's thread while the loop runs is the fault looked for.
+    blocking: list[float] = []
+    real_sleep = time.sleep
+
+    def guarded_sleep(seconds: float) -> None:
+        try:
+            asyncio.get_running_loop()
+            blocking.append(seconds)
+        except RuntimeError:
+            pass
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", guarded_sleep)
+    records = [
+        LessonRecord(f"bulk.l{n:03d}", f"Lesson {n}.", status="active", applies_to=("tag:x",))
+        for n in range(RECORDS)
+    ]
+
+    async def scenario() -> tuple[int, list[float]]:
+        engine = create_async_database_engine(database_url)
+        repo = AsyncLessonRepository(engine)
+        ticks: list[float] = []
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            while not done.is_set():
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        try:
+            summary = await repo.import_records(records)
+        finally:
+            done.set()
+            await task
+            await engine.dispose()
+        return summary.added, ticks
+
+    added, ticks = asyncio.run(scenario())
+    assert added == RECORDS
+    assert blocking == []
+    # Two pauses of PAUSE_S each: the ticker ran all through them, never stalled for one.
+    gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
+    assert ticks[-1] - ticks[0] >= 2 * PAUSE_S
+    assert max(gaps) < PAUSE_S
