@@ -12,7 +12,15 @@ from typing import Any
 import typer
 
 from contextstore.adaptive.system import AdaptiveLearningSystem
-from contextstore.cli.cache import _header, check_reachable, shared_store, where
+from contextstore.cli.cache import (
+    _header,
+    check_reachable,
+    describe,
+    memory_note,
+    one_line,
+    shared_store,
+    where,
+)
 from contextstore.cli.common import console, print_json, table
 from contextstore.cli.options import Json, Namespace, RedisUrl
 
@@ -23,7 +31,10 @@ app = typer.Typer(help="Inspect the adaptive rolling windows of a namespace.", n
 def report(
     redis_url: RedisUrl = None, namespace: Namespace = None, json_output: Json = False
 ) -> None:
-    """Total runs, and means over the last 100: response ms, context length, chunks, failures."""
+    """Total runs, and means over the last 100: response ms, context length, chunks, failures.
+
+    No run recorded yet, or no Redis at all, is one line (--json: the same object, zeros).
+    """
     with shared_store(redis_url, namespace) as store:
         system = AdaptiveLearningSystem(store.config, windows=store.windows)
         figures = system.get_performance_report()
@@ -31,6 +42,12 @@ def report(
         location = where(store)
     if json_output:
         print_json({**location, **figures})
+        return
+    if location["backend"] == "memory":
+        one_line(memory_note(location, "the windows live"))
+        return
+    if figures["total_queries"] == 0:
+        one_line(f"no runs recorded in the adaptive windows of {describe(location)}")
         return
     _header("Adaptive windows", location)
     rows: list[list[Any]] = [

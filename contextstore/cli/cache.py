@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from contextstore.cli.common import console, fail, print_json, ratio, table
 from contextstore.cli.options import Json, Namespace, RedisUrl, open_store
@@ -27,8 +28,8 @@ app = typer.Typer(
 )
 
 MEMORY_NOTE = (
-    "no Redis URL: the cache lives in each process's memory, so there is nothing shared to "
-    "show here (set --redis-url or CONTEXTSTORE_REDIS_URL)"
+    "no Redis URL: {what} in each process's memory, so namespace {namespace!r} has nothing "
+    "shared to show here (set --redis-url or CONTEXTSTORE_REDIS_URL)"
 )
 
 
@@ -72,7 +73,11 @@ def check_reachable(store: Store, part: object, errors_before: int = 0) -> None:
 def stats(
     redis_url: RedisUrl = None, namespace: Namespace = None, json_output: Json = False
 ) -> None:
-    """Entries, capacity, TTL, hits, misses and hit rate, shared by the whole namespace."""
+    """Entries, capacity, TTL, hits, misses and hit rate, shared by the whole namespace.
+
+    An empty cache with no lookups yet, or no Redis at all, is one line (--json: the same
+    object, with zeros).
+    """
     with shared_store(redis_url, namespace) as store:
         figures = store.cache.stats
         check_reachable(store, store.cache)
@@ -83,6 +88,12 @@ def stats(
         # as a number (0.42), null before any request.
         lookups = figures["hits"] + figures["misses"]
         print_json({**location, **figures, "hit_ratio": ratio(figures["hits"], lookups)})
+        return
+    if location["backend"] == "memory":
+        one_line(memory_note(location))
+        return
+    if figures["size"] == 0 and figures["hits"] == 0 and figures["misses"] == 0:
+        one_line(f"the context cache of {describe(location)} is empty: no entries, no lookups")
         return
     _header("Context cache", location)
     rows: list[list[Any]] = [
@@ -110,14 +121,33 @@ def clear(
     if json_output:
         print_json({**location, "cleared": before})
         return
+    if location["backend"] == "memory":
+        one_line(memory_note(location))
+        return
+    if before == 0:
+        one_line(f"cleared 0 entries: the context cache of {describe(location)} was empty")
+        return
     _header("Context cache", location)
     console.print(f"cleared {before:,} {'entry' if before == 1 else 'entries'}", highlight=False)
+
+
+def describe(location: dict[str, Any]) -> str:
+    """``namespace 'x' at redis://…`` (password hidden)."""
+    return f"namespace {location['namespace']!r} at {location['redis_url']}"
+
+
+def memory_note(location: dict[str, Any], what: str = "the cache lives") -> str:
+    return MEMORY_NOTE.format(what=what, namespace=location["namespace"])
+
+
+def one_line(text: str) -> None:
+    """An empty result: one line, never wrapped, user text never read as markup."""
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
 
 
 def _header(title: str, location: dict[str, Any]) -> None:
     shared = location["redis_url"] or "process memory"
     console.print(
-        f"[bold]{title}[/bold] · namespace {location['namespace']} · {shared}", highlight=False
+        f"[bold]{title}[/bold] · namespace {escape(location['namespace'])} · {escape(shared)}",
+        highlight=False,
     )
-    if location["backend"] == "memory":
-        console.print(f"[yellow]note:[/yellow] {MEMORY_NOTE}", highlight=False)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import PurePath
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import typer
 from rich import box
@@ -66,16 +66,19 @@ def table(
     flexible: str | Sequence[str] | None = None,
     wrap: bool = False,
     compact: bool = False,
+    balanced: bool = False,
 ) -> Table:
     """A Rich table with numeric columns right-aligned and user text never read as markup.
 
-    Cells stay on one line while the table fits the terminal. ``flexible`` names the column
-    (or columns) that give way first: their cells are cut with an ellipsis, or wrapped when
-    ``wrap`` is set (for prose such as a lesson's detail). Of several, the widest gives way
-    first, and the last named only once the others are down to 12 characters; none below 8.
-    When even that is not enough, every column may wrap, so no column is ever squeezed out
-    of sight. ``compact`` drops the vertical borders, for wide reports that should still fit
-    80 columns.
+    Cells stay on one line: a cell's own line breaks and tabs are shown as spaces, and text
+    too wide for the terminal is cut with an ellipsis. ``flexible`` names the column (or
+    columns) that give way first: their cells are cut, or wrapped when ``wrap`` is set (for
+    prose such as a lesson's detail). Of several, the widest gives way first, and the last
+    named only once the others are down to 12 characters (or, when ``balanced``, all of them
+    alike, widest first); none below 8. When that is not
+    enough, every other text column gives way too, down to 8 characters. Numbers are never
+    cut: only a table of more numeric columns than the terminal holds wraps them. ``compact``
+    drops the vertical borders, for wide reports that should still fit 80 columns.
     """
     result = Table(
         title=title,
@@ -85,18 +88,35 @@ def table(
         pad_edge=not compact,
         collapse_padding=compact,
     )
-    cells = [[format_cell(cell) for cell in row] for row in rows]
+    names = [flexible] if isinstance(flexible, str) else list(flexible or ())
+    give = [columns.index(name) for name in names if name in columns]
+    wrapping = {index for index in give if wrap}
+    cells = [
+        [
+            format_cell(cell) if index in wrapping else " ".join(format_cell(cell).split())
+            for index, cell in enumerate(row)
+        ]
+        for row in rows
+    ]
     widths = [
         max([len(name), *(len(row[index]) for row in cells)]) for index, name in enumerate(columns)
     ]
+    numeric = [
+        bool(rows)
+        and all(
+            isinstance(row[index], int | float) and not isinstance(row[index], bool) for row in rows
+        )
+        for index in range(len(columns))
+    ]
     # Borders and padding take three characters a column plus one, or two without borders.
     room = console.width - (2 * len(columns) if compact else 3 * len(columns) + 1)
-    names = [flexible] if isinstance(flexible, str) else list(flexible or ())
-    give = [columns.index(name) for name in names if name in columns]
     excess = sum(widths) - room
     # With several flexible columns, all but the last first give way down to 12 characters,
-    # so the last (an identifier, say) keeps its width as long as possible; then all to 8.
-    stages = [(give[:-1], 12), (give, 8)] if len(give) > 1 else [(give, 8)]
+    # so the last (an identifier, say) keeps its width as long as possible; then all to 8;
+    # then every other text column to 8.
+    others = [index for index in range(len(columns)) if index not in give and not numeric[index]]
+    stages = [(give[:-1], 12), (give, 8)] if len(give) > 1 and not balanced else [(give, 8)]
+    stages.append((others, 8))
     for columns_giving, floor in stages:
         while excess > 0:
             shrinkable = [index for index in columns_giving if widths[index] > floor]
@@ -110,16 +130,14 @@ def table(
             excess -= step
     fits = sum(widths) <= room
     for index, name in enumerate(columns):
-        numeric = bool(rows) and all(
-            isinstance(row[index], int | float) and not isinstance(row[index], bool) for row in rows
-        )
+        justify: Literal["left", "right"] = "right" if numeric[index] else "left"
         if not fits:
-            result.add_column(name, justify="right" if numeric else "left", overflow="fold")
+            result.add_column(name, justify=justify, overflow="fold")
             continue
-        wraps = wrap and name in names
+        wraps = index in wrapping
         result.add_column(
             name,
-            justify="right" if numeric else "left",
+            justify=justify,
             no_wrap=not wraps,
             overflow="fold" if wraps else "ellipsis",
             min_width=widths[index],

@@ -238,6 +238,14 @@ def match_command(
         print_json(data)
         return
     title = f"matched {result.matched_count}, showing {result.included_count}"
+    if not (explained if explain_all else result.included):
+        # Nothing to list: one line says so, and why.
+        if explain_all or result.matched_count == 0:
+            why = "no lesson to explain" if explain_all else "no lesson applies to this scope"
+        else:
+            why = "the first lesson's form does not fit the byte budget"
+        console.print(f"{title}: {why}", highlight=False, markup=False, soft_wrap=True)
+        return
     if explain_all:
         console.print(_explanation_table(title, explained))
     else:
@@ -246,7 +254,13 @@ def match_command(
             for rank, item in enumerate(result.included, 1)
         ]
         console.print(
-            table(title, ["#", "lesson", "injection form"], rows, flexible="injection form")
+            table(
+                title,
+                ["#", "lesson", "injection form"],
+                rows,
+                flexible=("lesson", "injection form"),
+                balanced=True,
+            )
         )
     console.print(Panel(Text(block or "(no lesson applies to this scope)"), title="lesson block"))
 

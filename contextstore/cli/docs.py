@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -28,6 +29,7 @@ from contextstore.cli.common import (
     table,
 )
 from contextstore.cli.options import DatabaseUrl, Json, Namespace, open_store
+from contextstore.cli.output import Format, OutputFormat, chosen_format, emit_rows
 from contextstore.compose import Chunk
 from contextstore.knowledge import Document, parse_jsonl
 from contextstore.lessons import format_timestamp
@@ -66,6 +68,9 @@ def _progress() -> Progress:
         console=console_err,
         transient=True,
     )
+
+
+_DOCUMENT_FIELDS = ["source", "metadata", "content_hash", "chunks", "created_at", "updated_at"]
 
 
 def _document_json(document: Document) -> dict[str, Any]:
@@ -149,28 +154,39 @@ def list_documents(
     prefix: Annotated[str | None, typer.Option(help="Only sources starting with this")] = None,
     limit: Annotated[int | None, typer.Option(help="At most this many")] = None,
     offset: Annotated[int, typer.Option(help="Skip this many first")] = 0,
+    output: Format = None,
     database_url: DatabaseUrl = None,
     namespace: Namespace = None,
     as_json: Json = False,
 ) -> None:
-    """List documents by source."""
+    """List documents by source (a table cuts long text; other formats keep it whole)."""
+    fmt = chosen_format(output, as_json)
     with knowledge(database_url, namespace) as base:
         documents = base.list(prefix, limit, offset)
-    if as_json:
-        print_json([_document_json(d) for d in documents])
-        return
-    rows: list[list[Any]] = [
-        [
-            d.source,
-            d.chunk_count,
-            json.dumps(dict(d.metadata), ensure_ascii=False),
-            format_timestamp(d.updated_at),
+    empty = f"no documents in namespace {base.namespace!r}"
+    if prefix:
+        empty += f" with a source starting with {prefix!r}"
+    if offset:
+        empty += f" after the first {offset}"
+    records = [_document_json(d) for d in documents]
+    if fmt is OutputFormat.TABLE:
+        # To the minute, so the source and metadata keep the width.
+        records = [
+            {
+                "source": d.source,
+                "chunks": d.chunk_count,
+                "metadata": dict(d.metadata),
+                "updated (UTC)": f"{d.updated_at.astimezone(UTC):%Y-%m-%d %H:%M}",
+            }
+            for d in documents
         ]
-        for d in documents
-    ]
-    title = f"{len(documents)} documents"
-    console.print(
-        table(title, ["source", "chunks", "metadata", "updated_at"], rows, flexible="metadata")
+    emit_rows(
+        fmt,
+        f"{len(documents)} documents",
+        records,
+        fields=_DOCUMENT_FIELDS,
+        flexible=("metadata", "source"),
+        empty=empty,
     )
 
 
@@ -230,10 +246,7 @@ def _filters(pairs: list[str]) -> dict[str, Any]:
     return {key: values[0] if len(values) == 1 else values for key, values in filters.items()}
 
 
-def _preview(text: str, limit: int = 160) -> str:
-    """The passage on one line, cut at ``limit`` characters (``--json`` has it whole)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+_CHUNK_FIELDS = ["source", "passage", "score", "text", "metadata"]
 
 
 def _chunk_json(chunk: Chunk) -> dict[str, Any]:
@@ -254,24 +267,39 @@ def search(
         list[str] | None,
         typer.Option("--filter", help="Metadata key=value (repeatable; a repeated key = any of)"),
     ] = None,
+    output: Format = None,
     database_url: DatabaseUrl = None,
     namespace: Namespace = None,
     embeddings: Embeddings = False,
     as_json: Json = False,
 ) -> None:
     """Search the knowledge base as the engine does: best chunks first."""
+    fmt = chosen_format(output, as_json)
     filters = _filters(filter_pairs or [])
     with knowledge(database_url, namespace, embeddings) as base:
         chunks = base.search(query, top_k, filters or None)
-    if as_json:
-        print_json([_chunk_json(chunk) for chunk in chunks])
-        return
-    rows: list[list[Any]] = [
-        [i + 1, f"{c.score:.4f}", c.source, c.metadata.get("passage"), _preview(c.text)]
-        for i, c in enumerate(chunks)
-    ]
-    columns = ["#", "score", "source", "passage", "text"]
-    console.print(table(f"{len(chunks)} chunks for {query!r}", columns, rows, flexible="text"))
+    records: list[dict[str, Any]] = [_chunk_json(chunk) for chunk in chunks]
+    if fmt is OutputFormat.TABLE:
+        records = [
+            {
+                "#": i + 1,
+                "score": f"{c.score:.4f}",
+                "source": c.source,
+                "passage": c.metadata.get("passage"),
+                "text": c.text,
+            }
+            for i, c in enumerate(chunks)
+        ]
+    empty = f"no passage in namespace {base.namespace!r} matches {query!r}"
+    emit_rows(
+        fmt,
+        f"{len(chunks)} chunks for {query!r}",
+        records,
+        fields=_CHUNK_FIELDS,
+        flexible=("text", "source"),
+        balanced=True,
+        empty=empty + (" with these filters" if filters else ""),
+    )
 
 
 @app.command("reembed")

@@ -14,11 +14,21 @@ from typing import Annotated, Any
 import typer
 
 from contextstore.apikeys import ROLES, add_key, keys_path, read_entries, revoke_key
-from contextstore.cli.common import cli_errors, console, console_err, print_json, table
+from contextstore.cli.common import cli_errors, console, console_err
+from contextstore.cli.options import (
+    AllNamespaces,
+    Namespace,
+    describe_namespace,
+    key_namespace,
+    report_namespace,
+)
+from contextstore.cli.output import Format, chosen_format, emit_rows
 
 app = typer.Typer(
     help="API keys for 'contextstore serve': add, list, revoke.", no_args_is_help=True
 )
+
+_COLUMNS = ["id", "namespace", "role", "created_at", "label"]
 
 KeyFile = Annotated[
     Path | None,
@@ -28,15 +38,19 @@ KeyFile = Annotated[
 
 @app.command("add")
 def add(
-    namespace: Annotated[str, typer.Option("--namespace", help="The one namespace it reaches")],
     role: Annotated[str, typer.Option("--role", help=f"{' or '.join(ROLES)}")],
+    namespace: Namespace = None,
     label: Annotated[str, typer.Option("--label", help="A note shown by 'keys list'")] = "",
     key_file: KeyFile = None,
 ) -> None:
-    """Create a key; it is printed once, alone on the last line of standard output."""
+    """Create a key for one namespace (--namespace, else CONTEXTSTORE_NAMESPACE; required).
+
+    The key is printed once, alone on the last line of standard output.
+    """
+    chosen = key_namespace(namespace)
     with cli_errors():
         path = keys_path(key_file)
-        key, entry = add_key(path, namespace, role, label=label)
+        key, entry = add_key(path, chosen, role, label=label)
     console_err.print(
         f"added key {entry.id} (namespace {entry.namespace}, role {entry.role}) to {path}; "
         "it is shown only now",
@@ -49,10 +63,18 @@ def add(
 
 @app.command("list")
 def list_keys(
+    namespace: Namespace = None,
+    all_namespaces: AllNamespaces = False,
     key_file: KeyFile = None,
+    output: Format = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
 ) -> None:
-    """List the keys (id, namespace, role, creation time, label); never a secret."""
+    """List the keys (id, namespace, role, creation time, label); never a secret.
+
+    The keys of --namespace, else CONTEXTSTORE_NAMESPACE, else of every namespace.
+    """
+    fmt = chosen_format(output, as_json)
+    chosen = report_namespace(namespace, all_namespaces)
     with cli_errors():
         path = keys_path(key_file)
         entries = read_entries(path)
@@ -65,13 +87,17 @@ def list_keys(
             "label": e.label,
         }
         for e in entries
+        if chosen is None or e.namespace == chosen
     ]
-    if as_json:
-        print_json(rows)
-        return
-    columns = ["id", "namespace", "role", "created_at", "label"]
-    cells = [[row[name] for name in columns] for row in rows]
-    console.print(table(f"{len(rows)} key(s) in {path}", columns, cells, flexible="label"))
+    where = "" if chosen is None else f" of {describe_namespace(chosen)}"
+    emit_rows(
+        fmt,
+        f"{len(rows)} key(s){where} in {path}",
+        rows,
+        columns=_COLUMNS,
+        flexible=("label", "namespace"),
+        empty=f"no keys{where} in {path}",
+    )
 
 
 @app.command("revoke")

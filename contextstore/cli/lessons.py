@@ -70,13 +70,11 @@ def repository(database_url: str | None, actor: str | None = None) -> Iterator[L
         yield store.lessons if actor is None else store.lessons.as_actor(actor)
 
 
-def _when(moment: datetime | None) -> str:
-    return format_timestamp(moment) if moment else "—"
-
-
 # What a lessons table shows: the whole record (created_at, detail, evidence…) goes to plain,
 # CSV and JSON, and ``show`` has every field of one lesson.
 _LIST_COLUMNS = ["entity_id", "status", "severity", "applies_to", "injection_form"]
+_RECORD_FIELDS = list(LessonRecord("a", "").to_json())
+_USAGE_FIELDS = ["entity_id", "status", "runs_matched", "runs_included", "last_included_at"]
 
 
 def _show(record: LessonRecord, as_json: bool, events: list[LessonEvent] | None = None) -> None:
@@ -93,11 +91,16 @@ def _show(record: LessonRecord, as_json: bool, events: list[LessonEvent] | None 
     console.print(table(record.entity_id, ["field", "value"], details, flexible="value", wrap=True))
     if events:
         history: list[list[Any]] = [
-            [_when(e.occurred_at), e.event, e.actor, e.old_status, e.new_status, _changed(e)]
+            [_second(e.occurred_at), e.event, e.actor, e.old_status, e.new_status, _changed(e)]
             for e in events
         ]
-        columns = ["occurred_at", "event", "actor", "old", "new", "changed"]
-        console.print(table("history", columns, history, flexible="changed"))
+        columns = ["occurred (UTC)", "event", "actor", "old", "new", "changed"]
+        console.print(table("history", columns, history, flexible=("changed", "actor")))
+
+
+def _second(moment: datetime) -> str:
+    """To the second, in UTC: a history table's time (``--json`` has it whole)."""
+    return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
 
 
 def _changed(event: LessonEvent) -> str:
@@ -186,6 +189,7 @@ def list_lessons(
         shown,
         records,
         columns=_LIST_COLUMNS,
+        fields=_RECORD_FIELDS,
         flexible=("injection_form", "applies_to", "entity_id"),
         empty="no lessons"
         + (" match these filters" if status or severity or key or tag else "")
@@ -267,7 +271,7 @@ def stats(
         for record in records:
             moment = record["last_included_at"]
             record["last_included_at"] = None if moment is None else format_timestamp(moment)
-        emit_rows(fmt, "", records, empty="")
+        emit_rows(fmt, "", records, fields=_USAGE_FIELDS, empty="")
         return
     where = describe_namespace(chosen)
     if result.runs == 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,6 +32,7 @@ from contextstore.cli.options import (
     AllNamespaces,
     DatabaseUrl,
     Json,
+    Namespace,
     describe_namespace,
     open_store,
     report_namespace,
@@ -62,13 +64,6 @@ app = typer.Typer(
 BUCKET_STEPS = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400)
 MAX_BUCKETS = 120
 
-NamespaceFilter = Annotated[
-    str | None,
-    typer.Option(
-        "--namespace",
-        help="Only this namespace [env CONTEXTSTORE_NAMESPACE; unset: all namespaces]",
-    ),
-]
 WorkerPrefix = Annotated[
     str | None,
     typer.Option(
@@ -91,7 +86,7 @@ Grouping = Annotated[
 def report(
     since: Since = None,
     until: Until = None,
-    namespace: NamespaceFilter = None,
+    namespace: Namespace = None,
     all_namespaces: AllNamespaces = False,
     worker_prefix: WorkerPrefix = None,
     complexity: Annotated[
@@ -168,7 +163,8 @@ def report(
         print_json(result.as_dict())
         return
     if fmt is not OutputFormat.TABLE:
-        emit_rows(fmt, "", [_group_record(group) for group in result.groups], empty="")
+        records = [_group_record(group) for group in result.groups]
+        emit_rows(fmt, "", records, fields=_GROUP_FIELDS, empty="")
         return
     if result.runs == 0:
         console.print(f"no runs recorded: {_describe(result)}", highlight=False, markup=False)
@@ -176,7 +172,10 @@ def report(
     console.print(f"[bold]Query metrics[/bold] · {escape(_describe(result))}", highlight=False)
     console.print(overall_table(result))
     console.print(complexity_table(result))
-    if by is not None:
+    if by is not None and not result.groups:
+        # Grouped by lesson, runs whose blocks included no lesson are in no group.
+        console.print(f"By {by}: no group", highlight=False, markup=False)
+    elif by is not None:
         console.print(groups_table(result))
 
 
@@ -190,7 +189,7 @@ def prune(
             show_default=False,
         ),
     ] = None,
-    namespace: NamespaceFilter = None,
+    namespace: Namespace = None,
     all_namespaces: AllNamespaces = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Only count the rows that would be deleted")
@@ -325,6 +324,9 @@ def _describe(result: MetricsReport) -> str:
 
 def _percent(rate: float | None) -> float | None:
     return None if rate is None else 100.0 * rate
+
+
+_GROUP_FIELDS = ["key", *(f.name for f in fields(MetricsFigures))]
 
 
 def _group_record(group: GroupRow) -> dict[str, Any]:

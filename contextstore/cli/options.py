@@ -27,10 +27,18 @@ RedisUrl = Annotated[
         show_default=False,
     ),
 ]
+NAMESPACE_HELP = (
+    "Namespace \\[env CONTEXTSTORE_NAMESPACE; unset: 'default', except every namespace for "
+    "metrics, lessons stats and keys list]"
+)
 Namespace = Annotated[
     str | None,
-    typer.Option("--namespace", help="Namespace \\[env CONTEXTSTORE_NAMESPACE; default 'default']"),
+    typer.Option("--namespace", help=NAMESPACE_HELP, show_default=False),
 ]
+"""The one ``--namespace`` option: every command touching a namespace's state takes it, and
+resolves it with ``CONTEXTSTORE_NAMESPACE`` as the fallback — through ``open_store`` (else
+``default``), ``report_namespace`` (else every namespace) or ``key_namespace`` (else an
+error)."""
 AllNamespaces = Annotated[
     bool,
     typer.Option(
@@ -66,6 +74,15 @@ def report_namespace(namespace: str | None, all_namespaces: bool) -> str | None:
             fail("--namespace and --all-namespaces contradict each other", code=EXIT_USAGE)
         return None
     return namespace if namespace is not None else (os.environ.get(ENV_NAMESPACE) or None)
+
+
+def key_namespace(namespace: str | None) -> str:
+    """The namespace a new API key reaches: ``--namespace``, else ``CONTEXTSTORE_NAMESPACE``;
+    with neither, a usage error (a key for ``default`` by accident would be worse)."""
+    chosen = namespace if namespace is not None else (os.environ.get(ENV_NAMESPACE) or None)
+    if chosen is None:
+        fail("--namespace is required (or set CONTEXTSTORE_NAMESPACE)", code=EXIT_USAGE)
+    return chosen
 
 
 def describe_namespace(namespace: str | None) -> str:

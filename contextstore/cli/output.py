@@ -54,18 +54,25 @@ def emit_rows(
     records: Sequence[Mapping[str, Any]],
     *,
     columns: Sequence[str] | None = None,
+    fields: Sequence[str] | None = None,
     flexible: str | Sequence[str] | None = None,
+    balanced: bool = False,
     empty: str,
 ) -> None:
     """Print ``records`` (one mapping per row, keys as column names) in ``fmt``.
 
-    ``columns`` picks and orders the table's columns (default: every key); the other formats
-    always carry every key. ``empty`` is the one line a table prints when there is no row.
+    ``columns`` picks and orders the table's columns (default: every key), ``flexible`` and
+    ``balanced`` say which give way first (see ``table``); the other formats
+    always carry every key. ``fields`` names every key a record has, for the CSV header when
+    there is no record (default: ``columns``).
+
+    No record: a table is the one line ``empty``; JSON is ``[]``; CSV is its header row
+    alone; plain is nothing at all (no line, as ``grep`` finding nothing).
     """
     if fmt is OutputFormat.JSON:
         print_json([dict(record) for record in records])
         return
-    keys = list(records[0]) if records else list(columns or ())
+    keys = list(records[0]) if records else list(fields or columns or ())
     if fmt is OutputFormat.CSV:
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(keys)
@@ -80,7 +87,8 @@ def emit_rows(
         return
     shown = list(columns or keys)
     rows = [[_cell(record[key]) for key in shown] for record in records]
-    console.print(table(title, shown, rows, flexible=flexible, compact=True))
+    rendered = table(title, shown, rows, flexible=flexible, compact=True, balanced=balanced)
+    console.print(rendered)
 
 
 def _flat(value: Any) -> Any:
