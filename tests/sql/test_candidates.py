@@ -3,6 +3,7 @@ in one statement."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -14,7 +15,15 @@ from hypothesis import strategies as st
 from sqlalchemy.orm import Session
 
 from contextstore.lessons import LessonRecord
-from contextstore.matching import NOT_ACTIVE, Lesson, Scope, explain, lookup_keys, match
+from contextstore.matching import (
+    NOT_ACTIVE,
+    Lesson,
+    MatchOptions,
+    Scope,
+    explain,
+    lookup_keys,
+    match,
+)
 from contextstore.sql.repository import LessonRepository
 
 # A tiny alphabet so prefixes, tags and ids collide often; "" makes empty segments in keys and
@@ -139,6 +148,14 @@ def test_candidates_of_every_status_are_the_lessons_sharing_a_key_and_match_the_
         assert {item.entity_id for item in explained if item.reason == NOT_ACTIVE} == {
             lesson.entity_id for lesson in found if lesson.status != "active"
         }
+        # The relevance order does not depend on the order the database returned them in.
+        relevance = MatchOptions(order="relevance")
+        query = "form a b"
+        shuffled = random.Random(len(found)).sample(found, len(found))
+        assert match(shuffled, scope, relevance, query) == match(found, scope, relevance, query)
+        assert [e for e in explain(shuffled, scope, relevance, query) if e.eligible] == [
+            e for e in explain(found, scope, relevance, query) if e.eligible
+        ]
 
 
 def as_candidate(lesson: Lesson, scope: Scope) -> Lesson:
