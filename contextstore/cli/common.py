@@ -75,10 +75,10 @@ def table(
     columns) that give way first: their cells are cut, or wrapped when ``wrap`` is set (for
     prose such as a lesson's detail). Of several, the widest gives way first, and the last
     named only once the others are down to 12 characters (or, when ``balanced``, all of them
-    alike, widest first); none below 8. When that is not
-    enough, every other text column gives way too, down to 8 characters. Numbers are never
-    cut: only a table of more numeric columns than the terminal holds wraps them. ``compact``
-    drops the vertical borders, for wide reports that should still fit 80 columns.
+    alike, widest first); none below 8. When that is not enough, every other text column
+    gives way too, down to 8 characters. Numbers are never cut: only a table of more numeric
+    columns than the terminal holds wraps them. ``compact`` drops the vertical borders, for
+    wide reports that should still fit 80 columns.
     """
     result = Table(
         title=title,
