@@ -182,38 +182,58 @@ def _search_template(
         else:
             path = sa.bindparam(f"t{i}", type_=sa.Text())
             counts.append(sa.func.json_extract(CHUNKS.c.term_counts, path))
-    columns: list[sa.ColumnElement[Any]] = [
-        CHUNKS.c.position,
-        CHUNKS.c.text,
-        CHUNKS.c.length,
-        DOCUMENTS.c.source,
-        # SQLite's JSON text is decoded by ``read_metadata``: a row typed by hand that is not
-        # JSON then skips its chunks instead of failing the whole search.
-        sa.type_coerce(DOCUMENTS.c["metadata"], sa.String())
-        if dialect == "sqlite"
-        else DOCUMENTS.c["metadata"],
-        *counts,
-    ]
-    if with_vectors:
-        columns += [CHUNKS.c.embedding, CHUNKS.c.embedder, CHUNKS.c.dimension]
-    columns += _statistics_columns(term_count)
-    joined = CHUNKS.join(DOCUMENTS, DOCUMENTS.c.id == CHUNKS.c.document_id)
-    conditions = [CHUNKS.c.namespace == sa.bindparam("ns"), *filter_conditions(dialect, shape)]
+    vectors = [CHUNKS.c.embedding, CHUNKS.c.embedder, CHUNKS.c.dimension] if with_vectors else []
+    statistics = _statistics_columns(term_count)
+    namespace = CHUNKS.c.namespace == sa.bindparam("ns")
     limit = sa.bindparam("limit", type_=sa.Integer())
     if dialect == "postgresql":
+        # Each match's document is read by its primary key, in a LATERAL subquery that the
+        # planner cannot flatten (OFFSET 0): a plain join let it hash-join all of the
+        # namespace's documents once its estimate of the matches grew with the table.
+        document = (
+            sa.select(DOCUMENTS.c.source, DOCUMENTS.c["metadata"])
+            .where(DOCUMENTS.c.id == CHUNKS.c.document_id, *filter_conditions(dialect, shape))
+            .offset(sa.literal_column("0"))
+            .lateral("document")
+        )
         query = sa.func.to_tsquery(_SIMPLE, sa.bindparam("match", type_=sa.Text()))
         return (
-            sa.select(*columns)
-            .select_from(joined)
-            .where(_SEARCH.op("@@")(query), *conditions)
+            sa.select(
+                CHUNKS.c.position,
+                CHUNKS.c.text,
+                CHUNKS.c.length,
+                document.c.source,
+                document.c["metadata"],
+                *counts,
+                *vectors,
+                *statistics,
+            )
+            .select_from(CHUNKS.join(document, sa.true()))
+            .where(_SEARCH.op("@@")(query), namespace)
             .order_by(sa.func.ts_rank(_SEARCH, query).desc(), CHUNKS.c.id)
             .limit(limit)
         )
+    joined = CHUNKS.join(DOCUMENTS, DOCUMENTS.c.id == CHUNKS.c.document_id)
     match = sa.bindparam("match", type_=sa.Text())
     return (
-        sa.select(*columns)
+        sa.select(
+            CHUNKS.c.position,
+            CHUNKS.c.text,
+            CHUNKS.c.length,
+            DOCUMENTS.c.source,
+            # SQLite's JSON text is decoded by ``read_metadata``: a row typed by hand that is not
+            # JSON then skips its chunks instead of failing the whole search.
+            sa.type_coerce(DOCUMENTS.c["metadata"], sa.String()),
+            *counts,
+            *vectors,
+            *statistics,
+        )
         .select_from(_FTS.join(joined, CHUNKS.c.id == _FTS.c.rowid))
-        .where(sa.literal_column("chunks_fts").op("MATCH")(match), *conditions)
+        .where(
+            sa.literal_column("chunks_fts").op("MATCH")(match),
+            namespace,
+            *filter_conditions(dialect, shape),
+        )
         .order_by(_FTS.c.rank, CHUNKS.c.id)
         .limit(limit)
     )

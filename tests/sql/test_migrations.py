@@ -25,7 +25,7 @@ from contextstore.sql.database import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0006_report_indexes"
+HEAD = "0007_search_index"
 TABLES = {
     "lessons",
     "lesson_scopes",
