@@ -225,6 +225,17 @@ def walkable(filters: MetricsFilter) -> bool:
     return filters.lesson is None
 
 
+def _sendable(key: Any) -> bool:
+    """Whether ``key`` can be bound as a statement parameter (str keys must encode as UTF-8)."""
+    if not isinstance(key, str):
+        return True
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def grouped_figures(
     connection: sa.Connection,
     conditions: Sequence[sa.ColumnElement[bool]],
@@ -247,7 +258,9 @@ def grouped_figures(
     """
     if walk and source is None and (group is None or _indexed(group)):
         sums = _sums(connection, conditions, group)
-        if len(sums) <= WALK_GROUPS:
+        # A walk sends each group's key back as a parameter; a key holding bytes that are
+        # not UTF-8 (typed into SQLite by hand) cannot be sent, so those groups are ranked.
+        if len(sums) <= WALK_GROUPS and all(_sendable(key) for key in sums):
             ranks = walked_percentiles(
                 connection, conditions, group, {key: int(row["n"]) for key, row in sums.items()}
             )
