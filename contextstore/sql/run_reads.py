@@ -22,7 +22,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from contextstore.matching import Lesson, Scope, lookup_keys
-from contextstore.sql.database import autocommit, translate_errors
+from contextstore.sql.database import autocommit, tolerating_bytes, translate_errors
 from contextstore.sql.knowledge import KnowledgeBase
 from contextstore.sql.repository import candidate_lessons, candidate_sql, keys_parameter
 
@@ -79,6 +79,11 @@ class LessonsAndKnowledge:
             "keys": keys_parameter(self._dialect, sorted(lookup_keys(scope))),
             "ns": self.knowledge.namespace,
         }
-        with translate_errors(self._engine.url), self._autocommit.connect() as connection:
-            rows = connection.execute(self._statement, values).all()
-        return split_rows(rows)
+
+        def select() -> Sequence[Any]:
+            with translate_errors(self._engine.url), self._autocommit.connect() as connection:
+                return connection.execute(self._statement, values).all()
+
+        # A lesson typed into SQLite as bytes that are not UTF-8 is skipped, as every lesson
+        # reader does (``tolerating_bytes``), rather than failing the run.
+        return split_rows(tolerating_bytes(self._engine, select))
