@@ -28,6 +28,18 @@ POSTGRES_ENV = "CONTEXTSTORE_TEST_POSTGRES_URL"
 REDIS_ENV = "CONTEXTSTORE_TEST_REDIS_URL"
 
 
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset the variables the command line reads, so a test sees only what it sets."""
+    for name in (
+        "CONTEXTSTORE_DATABASE_URL",
+        "CONTEXTSTORE_REDIS_URL",
+        "CONTEXTSTORE_NAMESPACE",
+        "CONTEXTSTORE_API_KEYS",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
 def unique_name(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
 

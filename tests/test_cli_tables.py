@@ -39,15 +39,8 @@ METADATA = {"team": "databases", "owner": "the platform group of EU West"}
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "CONTEXTSTORE_DATABASE_URL",
-        "CONTEXTSTORE_REDIS_URL",
-        "CONTEXTSTORE_NAMESPACE",
-        "CONTEXTSTORE_API_KEYS",
-    ):
-        monkeypatch.delenv(name, raising=False)
+# The command line must see only what each test gives it, not the caller's environment.
+pytestmark = pytest.mark.usefixtures("clean_environment")
 
 
 @pytest.fixture

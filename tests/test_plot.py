@@ -65,16 +65,7 @@ def test_plot_writes_a_valid_png_of_reasonable_size(tmp_path: Path) -> None:
 
 
 def test_plot_draws_the_promised_labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from matplotlib.figure import Figure
-
-    saved: list[Figure] = []
-    original = Figure.savefig
-
-    def spy(self: Figure, *args: Any, **kwargs: Any) -> None:
-        saved.append(self)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", spy)
+    saved = capture_figures(monkeypatch)
     drawn = [point(0, runs=8), point(1, runs=12)]
     plot_metrics(drawn, tmp_path / "labels.png")
     (figure,) = saved

@@ -33,10 +33,8 @@ class Run:
     included: tuple[str, ...]
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("CONTEXTSTORE_DATABASE_URL", "CONTEXTSTORE_REDIS_URL", "CONTEXTSTORE_NAMESPACE"):
-        monkeypatch.delenv(name, raising=False)
+# The command line must see only what each test gives it, not the caller's environment.
+pytestmark = pytest.mark.usefixtures("clean_environment")
 
 
 @pytest.fixture

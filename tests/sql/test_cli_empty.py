@@ -33,15 +33,8 @@ GROUP_FIELDS = (
 )
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "CONTEXTSTORE_DATABASE_URL",
-        "CONTEXTSTORE_REDIS_URL",
-        "CONTEXTSTORE_NAMESPACE",
-        "CONTEXTSTORE_API_KEYS",
-    ):
-        monkeypatch.delenv(name, raising=False)
+# The command line must see only what each test gives it, not the caller's environment.
+pytestmark = pytest.mark.usefixtures("clean_environment")
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:

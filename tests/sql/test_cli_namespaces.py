@@ -364,15 +364,8 @@ def test_every_namespaced_command_has_a_case() -> None:
     assert set(CASES) | set(RUNS) == NAMESPACED
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "CONTEXTSTORE_DATABASE_URL",
-        "CONTEXTSTORE_REDIS_URL",
-        "CONTEXTSTORE_NAMESPACE",
-        "CONTEXTSTORE_API_KEYS",
-    ):
-        monkeypatch.delenv(name, raising=False)
+# The command line must see only what each test gives it, not the caller's environment.
+pytestmark = pytest.mark.usefixtures("clean_environment")
 
 
 @dataclass(frozen=True)
