@@ -188,21 +188,25 @@ def _safe(url: str) -> str:
 
 @dataclass
 class SqlCounter:
-    """SQL statements (every cursor execute, BEGIN included) and transaction ends."""
+    """Statements a SQLite engine's connections run (BEGIN and COMMIT included), counted by
+    the driver itself (``sqlite3``'s trace callback): statements sent through
+    ``Connection.execute`` and those sent on the driver connection
+    (``contextstore.sql.direct``) alike. ``commits``: the COMMITs and ROLLBACKs among them."""
 
     statements: int = 0
     commits: int = 0
 
     def attach(self, engine: sa.Engine) -> SqlCounter:
-        def on_execute(*_args: Any) -> None:
+        def on_statement(sql: str) -> None:
             self.statements += 1
+            if sql.lstrip().upper().startswith(("COMMIT", "ROLLBACK")):
+                self.commits += 1
 
-        def on_end(*_args: Any) -> None:
-            self.commits += 1
+        def on_checkout(dbapi_connection: Any, *_args: Any) -> None:
+            dbapi_connection.set_trace_callback(on_statement)
 
-        event.listen(engine, "before_cursor_execute", on_execute)
-        event.listen(engine, "commit", on_end)
-        event.listen(engine, "rollback", on_end)
+        engine.pool.dispose()  # every later connection is checked out through the hook
+        event.listen(engine, "checkout", on_checkout)
         return self
 
     def snapshot(self) -> tuple[int, int]:

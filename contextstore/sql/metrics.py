@@ -16,13 +16,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import sqlalchemy as sa
 
 from contextstore.errors import BackendUnavailableError, ContextStoreError, ValidationError
 from contextstore.metrics import QueryMetric
-from contextstore.sql.database import autocommit, read_only, tolerating_bytes
+from contextstore.sql.database import read_only, tolerating_bytes
+from contextstore.sql.direct import DirectStatement
 from contextstore.sql.metric_queries import (
     Group,
     bucket_index,
@@ -82,6 +83,7 @@ IMMEDIATE_SECONDS = 1.0
 REPORT_WORK_MEM = "64MB"
 
 T = TypeVar("T")
+QUERY_METRICS: Final = cast(sa.Table, QueryMetricRow.__table__)
 
 
 def _utc_now() -> datetime:
@@ -110,7 +112,8 @@ class MetricsRepository:
     ) -> None:
         self._engine = engine
         # Derived once: building an options engine per call costs more than the statement.
-        self._autocommit = autocommit(engine)
+        # One compiled INSERT per set of columns (``_insert``).
+        self._inserts: dict[tuple[str, ...], DirectStatement] = {}
         self._clock = clock
         # How a retry waits out a transient SQLite lock; the async repository passes one
         # that yields to the event loop instead of blocking it.
@@ -134,8 +137,8 @@ class MetricsRepository:
         ``response_ms``; non-boolean flags; text with NUL or lone surrogates (not UTF-8).
         """
         values = row_values(metric)
-        insert = sa.insert(QueryMetricRow)
-        self._write(lambda connection: connection.execute(insert, values), single=True)
+        insert = self._insert(tuple(values))
+        self._retrying(lambda: insert.execute(values))
 
     def record_many(self, metrics: Iterable[QueryMetric]) -> int:
         """Insert every metric in one transaction; returns how many rows were written.
@@ -419,23 +422,34 @@ class MetricsRepository:
     def _conditions(self, filters: MetricsFilter) -> list[sa.ColumnElement[bool]]:
         return filter_conditions(filters, self._engine.dialect.name)
 
-    def _write(self, work: Callable[[sa.Connection], T], *, single: bool = False) -> T:
-        """Run ``work`` in one committed transaction, retrying transient SQLite locks.
+    def _insert(self, keys: tuple[str, ...]) -> DirectStatement:
+        """The one-row INSERT of these columns, sent on the driver connection (a run's write,
+        see ``contextstore.sql.direct``); compiled once per set of columns."""
+        statement = self._inserts.get(keys)
+        if statement is None:
+            statement = DirectStatement(self._engine, sa.insert(QUERY_METRICS), keys)
+            self._inserts[keys] = statement
+        return statement
 
-        ``single``: ``work`` is one statement, run in autocommit (it commits by itself).
-        """
-        for attempt in range(LOCK_RETRIES + 1):
+    def _write(self, work: Callable[[sa.Connection], T]) -> T:
+        """Run ``work`` in one committed transaction, retrying transient SQLite locks."""
+
+        def attempt() -> T:
+            with self._engine.begin() as connection:
+                return work(connection)
+
+        return self._retrying(attempt)
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``, again after a transient SQLite lock; errors translated."""
+        for retry in range(LOCK_RETRIES + 1):
             started = time.monotonic()
             try:
-                if single:
-                    with self._autocommit.connect() as connection:
-                        return work(connection)
-                with self._engine.begin() as connection:
-                    return work(connection)
+                return attempt()
             except sa.exc.OperationalError as exc:
                 immediate = time.monotonic() - started < IMMEDIATE_SECONDS
-                if attempt < LOCK_RETRIES and immediate and _is_lock(self._engine, exc):
-                    self._sleep(LOCK_BACKOFF_SECONDS * 2**attempt)
+                if retry < LOCK_RETRIES and immediate and _is_lock(self._engine, exc):
+                    self._sleep(LOCK_BACKOFF_SECONDS * 2**retry)
                     continue
                 raise _translate(exc) from exc
             except sa.exc.SQLAlchemyError as exc:

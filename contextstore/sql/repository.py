@@ -47,6 +47,7 @@ from contextstore.lessons import (
 )
 from contextstore.matching import Lesson, Scope, lookup_keys
 from contextstore.sql.database import autocommit, read_only, tolerating_bytes, translate_errors
+from contextstore.sql.direct import DirectStatement
 from contextstore.sql.models import SQLITE_ACTOR_TABLE, LessonEventRow, LessonRow, LessonScopeRow
 from contextstore.sql.unreadable import (
     SKIP_WARNINGS,
@@ -159,6 +160,8 @@ class LessonRepository:
         self._sleep = sleep
         # Derived once: building an options engine per call costs more than the statement.
         self._autocommit = autocommit(engine)
+        # The run's read, sent on the driver connection (``contextstore.sql.direct``).
+        self._direct: dict[bool, DirectStatement] = {}
         self._clock = clock
         self._session = session
         self._actor = default_actor() if actor is None else validate_actor(actor)
@@ -353,14 +356,24 @@ class LessonRepository:
         if not keys:
             return []
 
-        def select() -> Sequence[sa.Row[Any]]:
+        def select() -> Sequence[Sequence[Any]]:
             with translate_errors(self._engine.url):
                 if self._session is not None:
                     return _select_candidates(self._session.connection(), keys, include_inactive)
-                with self._autocommit.connect() as connection:
-                    return _select_candidates(connection, keys, include_inactive)
+                dialect = self._engine.dialect.name
+                return self._candidates_statement(include_inactive).rows(
+                    {"keys": keys_parameter(dialect, keys)}
+                )
 
         return candidate_lessons(tolerating_bytes(self._engine, select))
+
+    def _candidates_statement(self, include_inactive: bool) -> DirectStatement:
+        statement = self._direct.get(include_inactive)
+        if statement is None:
+            statements = _CANDIDATES_ANY_STATUS if include_inactive else _CANDIDATES
+            statement = DirectStatement(self._engine, statements[self._engine.dialect.name])
+            self._direct[include_inactive] = statement
+        return statement
 
     # -- writes -----------------------------------------------------------------------------
 

@@ -22,7 +22,8 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from contextstore.matching import Lesson, Scope, lookup_keys
-from contextstore.sql.database import autocommit, tolerating_bytes, translate_errors
+from contextstore.sql.database import tolerating_bytes, translate_errors
+from contextstore.sql.direct import DirectStatement
 from contextstore.sql.knowledge import KnowledgeBase
 from contextstore.sql.repository import candidate_lessons, candidate_sql, keys_parameter
 
@@ -63,8 +64,7 @@ class LessonsAndKnowledge:
 
     def __init__(self, engine: sa.Engine, knowledge: KnowledgeBase) -> None:
         self._engine = engine
-        self._autocommit = autocommit(engine)
-        self._statement = _JOINT[engine.dialect.name]
+        self._statement = DirectStatement(engine, _JOINT[engine.dialect.name])
         self._dialect = engine.dialect.name
         self.knowledge = knowledge
 
@@ -81,8 +81,8 @@ class LessonsAndKnowledge:
         }
 
         def select() -> Sequence[Any]:
-            with translate_errors(self._engine.url), self._autocommit.connect() as connection:
-                return connection.execute(self._statement, values).all()
+            with translate_errors(self._engine.url):
+                return self._statement.rows(values)
 
         # A lesson typed into SQLite as bytes that are not UTF-8 is skipped, as every lesson
         # reader does (``tolerating_bytes``), rather than failing the run.

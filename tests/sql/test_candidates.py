@@ -24,6 +24,7 @@ from contextstore.matching import (
     lookup_keys,
     match,
 )
+from contextstore.sql.direct import DirectStatement
 from contextstore.sql.repository import LessonRepository
 
 # A tiny alphabet so prefixes, tags and ids collide often; "" makes empty segments in keys and
@@ -174,21 +175,34 @@ def test_an_empty_scope_has_no_candidates_and_sends_no_query(
 
 
 class captured:
-    """Collects the (statement, parameters) pairs an engine sends while active."""
+    """Collects the (statement, parameters) pairs an engine sends while active: through
+    ``Connection.execute`` (its events) and on the driver connection (``DirectStatement``,
+    whose parameters are taken as it hands them to the driver)."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         self.statements: list[tuple[str, Any]] = []
+        self._patch = pytest.MonkeyPatch()
 
     def _record(self, _conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
         self.statements.append((statement, parameters))
 
     def __enter__(self) -> list[tuple[str, Any]]:
         sa.event.listen(self.engine, "before_cursor_execute", self._record)
+        convert = DirectStatement.parameters
+        statements = self.statements
+
+        def parameters(statement: DirectStatement, values: Any) -> Any:
+            sent = convert(statement, values)
+            statements.append((statement.sql, sent))
+            return sent
+
+        self._patch.setattr(DirectStatement, "parameters", parameters)
         return self.statements
 
     def __exit__(self, *_: object) -> None:
         sa.event.remove(self.engine, "before_cursor_execute", self._record)
+        self._patch.undo()
 
 
 @pytest.fixture(params=["analyzed", "never analyzed"])

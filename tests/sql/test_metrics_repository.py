@@ -563,6 +563,10 @@ class FlakyEngine:
         self._attempt()
         return self.engine.connect()
 
+    def raw_connection(self) -> Any:
+        self._attempt()
+        return self.engine.raw_connection()
+
 
 def test_an_immediate_sqlite_lock_is_retried_not_reported(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'flaky.db'}"
