@@ -188,12 +188,14 @@ async def test_200_gathered_runs_share_one_loop_without_stalling_it(
         assert await store.metrics.count(namespace=namespace) == 200
         assert (await store.windows.summary()).total_queries == 200
         assert store.fault.errors == 0
-        worst = max(ticker.loop_waits())
+        worst = max(ticker.waits)
         print(
-            f"\n1 ms ticker during 200 gathered runs: largest wait {max(ticker.waits) * 1000:.1f}"
-            f" ms on the wall clock, {worst * 1000:.1f} ms without the OS's run-queue delay"
+            f"\n1 ms ticker during 200 gathered runs: largest wait {worst * 1000:.1f} ms on the"
+            f" wall clock, {max(ticker.loop_waits()) * 1000:.1f} ms without the OS's run-queue"
+            " delay"
         )
-        assert worst <= 0.050, f"the loop held a 1 ms tick back {worst * 1000:.1f} ms"
+        # The wall clock, whatever else the machine runs: what an agent's loop would feel.
+        assert worst <= 0.050, f"a 1 ms tick waited {worst * 1000:.1f} ms on the wall clock"
         assert len(ticker.waits) >= 10
         hits = sum(1 for r in results if isinstance(r, ContextResult) and r.cache_hit)
         assert 0 < hits <= 100
