@@ -7,7 +7,8 @@ events, result objects, isolation bookkeeping): more than the round trip itself 
 and most of what a run spends outside its own computation. ``DirectStatement`` compiles its
 statement once and hands the driver that SQL and its parameters directly, on a connection
 checked out of the engine's own pool, so what the pool does still applies: checkout events
-(SQLite's lenient decoding), reset on return, a connection found dead is invalidated. A
+(SQLite's lenient decoding), reset on return; a connection found dead invalidates the pool's
+connections as ``Connection.execute`` would. A
 driver error comes out as the ``sqlalchemy.exc.DBAPIError`` subclass ``Connection.execute``
 raises (``OperationalError``, ``IntegrityError``, …), so callers translate and retry exactly
 as before.
@@ -106,7 +107,10 @@ class DirectStatement:
         except self._dbapi_error as error:
             alive = not dialect.is_disconnect(cast(Any, error), connection, cursor)
             if not alive:
-                proxy.invalidate(error)
+                # As ``Connection.execute`` does on a disconnect: a server that dropped this
+                # connection (a restart, a failover) dropped the pool's older ones too, so
+                # each is replaced at its next checkout instead of failing a call of its own.
+                self._engine.pool._invalidate(proxy, error)
             raise sa.exc.DBAPIError.instance(
                 self.sql,
                 parameters,
