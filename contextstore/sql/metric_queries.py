@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,14 +36,15 @@ __all__ = [
     "WALK_GROUPS",
     "Group",
     "bucket_index",
-    "bucket_ranges",
     "filter_conditions",
     "grouped_figures",
     "grouping",
     "lateral_series",
+    "ranged_series",
     "report_figures",
     "walkable",
     "walked_percentiles",
+    "walks_pay",
 ]
 
 Group = sa.ColumnElement[Any] | InstrumentedAttribute[Any]
@@ -106,30 +108,94 @@ def _buckets(first: datetime, last: datetime, bucket_seconds: int) -> sa.CTE | N
     return seed.union_all(sa.select(seed.c.i + 1).where(seed.c.i < end))
 
 
-def bucket_ranges(
-    first: datetime, last: datetime, bucket_seconds: int
-) -> tuple[sa.ColumnElement[int], sa.FromClause] | None:
-    """SQLite: the buckets from ``first`` to ``last`` as a table of time ranges joined to the
-    rows, and the bucket index to group on; ``None`` when there would be too many.
+COMPOUND_PARTS = 400
+"""Most SELECTs one UNION ALL joins (SQLite refuses more than 500 by default)."""
 
-    Each bucket's rows are one range of the ``recorded_at`` index, so no row's instant is
-    parsed (``bucket_index`` parses every row's text, several times per statement). A
-    bound is whole seconds, ``YYYY-MM-DD HH:MM:SS``: it sorts before every stored instant
-    of that second, fraction or not, so the ranges split the rows exactly as the index does.
+
+def ranged_series(
+    connection: sa.Connection,
+    filters: MetricsFilter,
+    first: datetime,
+    last: datetime,
+    bucket_seconds: int,
+) -> dict[Any, MetricsFigures] | None:
+    """SQLite: figures per bucket index, each bucket read as its own time range of the
+    covering ``recorded_at`` index; ``None`` when there would be more than ``JOINED_BUCKETS``.
+
+    Each bucket's bounds are clamped to ``since``/``until`` here, so each range is the only
+    one on ``recorded_at`` (SQLite narrows an index by one lower and one upper bound: given
+    the filter's too, it may scan the whole filtered range once per bucket). One statement
+    sums every bucket; one more ranks each bucket apart, a window over that bucket's rows
+    alone keeping only the ranks its percentiles need, so each sort is one bucket's rather
+    than one window partitioned over the whole range, which SQLite sorts as a whole first.
     """
-    buckets = _buckets(first, last, bucket_seconds)
-    if buckets is None:
+    start = _epoch_seconds(first) // bucket_seconds
+    end = _epoch_seconds(last) // bucket_seconds
+    if end - start + 1 > JOINED_BUCKETS:
         return None
-    size = sa.literal(bucket_seconds, sa.BigInteger())
-
-    def bound(index: sa.ColumnElement[int]) -> sa.ColumnElement[Any]:
-        return sa.func.strftime(sa.literal("%Y-%m-%d %H:%M:%S"), index * size, "unixepoch")
-
+    unbounded = filter_conditions(replace(filters, since=None, until=None), "sqlite")
     row = QueryMetricRow.recorded_at
-    source = sa.join(
-        buckets, QueryMetricRow, sa.and_(row >= bound(buckets.c.i), row < bound(buckets.c.i + 1))
-    )
-    return buckets.c.i, source
+    size = timedelta(seconds=bucket_seconds)
+
+    def bucket(index: int) -> list[sa.ColumnElement[bool]]:
+        low = EPOCH + index * size
+        high = low + size
+        if filters.since is not None:
+            low = max(low, aware("since", filters.since))
+        if filters.until is not None:
+            high = min(high, aware("until", filters.until))
+        return [*unbounded, row >= low, row < high]
+
+    def index_of(index: int) -> sa.ColumnElement[int]:
+        return sa.literal(index, sa.BigInteger()).label("g")
+
+    sums = {
+        found["g"]: found
+        for found in _union_rows(
+            connection,
+            [
+                sa.select(index_of(index), *_aggregates()).where(*bucket(index))
+                for index in range(start, end + 1)
+            ],
+        )
+        if found["n"]
+    }
+    parts: list[sa.Select[Any]] = []
+    for index, found in sums.items():
+        count = int(found["n"])
+        positions = [fraction * (count - 1) for fraction in PERCENTILES]
+        wanted = sorted({rank for at in positions for rank in (math.floor(at), math.ceil(at))})
+        ranked = (
+            sa.select(
+                QueryMetricRow.response_ms.label("v"),
+                (sa.func.row_number().over(order_by=QueryMetricRow.response_ms) - 1).label("rk"),
+            )
+            .where(*bucket(int(index)))
+            .subquery(f"bucket_{len(parts) % COMPOUND_PARTS}")
+        )
+        parts.append(
+            sa.select(index_of(int(index)), ranked.c.rk, ranked.c.v).where(ranked.c.rk.in_(wanted))
+        )
+    ranks: dict[Any, dict[int, float]] = {}
+    for found in _union_rows(connection, parts):
+        ranks.setdefault(found["g"], {})[int(found["rk"])] = float(found["v"])
+    return {
+        index: _make_figures(
+            found,
+            tuple(interpolate(ranks[index], int(found["n"]), fraction) for fraction in PERCENTILES),
+        )
+        for index, found in sums.items()
+    }
+
+
+def _union_rows(connection: sa.Connection, parts: Sequence[sa.Select[Any]]) -> list[sa.RowMapping]:
+    """The rows of ``parts`` joined by UNION ALL, ``COMPOUND_PARTS`` SELECTs per statement."""
+    rows: list[sa.RowMapping] = []
+    for begin in range(0, len(parts), COMPOUND_PARTS):
+        chunk = parts[begin : begin + COMPOUND_PARTS]
+        statement = chunk[0] if len(chunk) == 1 else sa.union_all(*chunk)
+        rows.extend(connection.execute(statement).mappings())
+    return rows
 
 
 def lateral_series(
@@ -309,6 +375,8 @@ def report_figures(
     walks the overall and per-level percentiles. Otherwise two ``grouped_figures`` calls.
     """
     level = QueryMetricRow.complexity
+    if not walk and connection.dialect.name == "postgresql":
+        return _sorted_report(connection, conditions)
     if walk:
         sums = _sums(connection, conditions, level)
         if len(sums) <= WALK_GROUPS:
@@ -322,6 +390,68 @@ def report_figures(
             return _make_figures(total, overall[None]), grouped
     overall_figures = grouped_figures(connection, conditions, None).get(None)
     return overall_figures, grouped_figures(connection, conditions, level)
+
+
+VISIBLE_TO_WALK = 0.9
+"""Least share of ``query_metrics``' pages PostgreSQL must know all-visible for a walk."""
+
+
+def walks_pay(connection: sa.Connection) -> bool:
+    """Whether walking the latency indexes beats sorting the rows, on this database now.
+
+    SQLite reads a covering index alone: always. PostgreSQL's index-only scan reads a row's
+    page as well, at random, unless the visibility map marks that page all-visible — which
+    VACUUM does (autovacuum, by default, once inserts reach 20% of the table). A walk over
+    rows written since is a random read per step, several times slower than one sequential
+    scan and an in-memory sort, so PostgreSQL walks only when ``pg_class`` (kept by VACUUM
+    and ANALYZE; the planner's own figure) counts at least ``VISIBLE_TO_WALK`` of the
+    table's pages all-visible. A table never analyzed counts none: it sorts.
+    """
+    if connection.dialect.name != "postgresql":
+        return True
+    visible, pages = connection.execute(_VISIBILITY).one()
+    return bool(pages) and visible >= VISIBLE_TO_WALK * pages
+
+
+_VISIBILITY = sa.text(
+    "SELECT relallvisible, relpages FROM pg_class WHERE oid = 'query_metrics'::regclass"
+)
+
+
+def _sorted_report(
+    connection: sa.Connection, conditions: Sequence[sa.ColumnElement[bool]]
+) -> tuple[MetricsFigures | None, dict[Any, MetricsFigures]]:
+    """PostgreSQL, not walking: the overall and per-complexity figures in one statement.
+
+    ``GROUP BY ROLLUP`` gives every level's group and the whole range's from one scan; each
+    group's ``percentile_cont`` sorts its own response times in memory. The level is grouped
+    ``COLLATE "C"`` (bytes, so the same groups): no index is in that order, so PostgreSQL
+    scans the table instead of walking an index a random page read per row.
+    """
+    level = QueryMetricRow.complexity.collate("C")
+    fractions = sa.literal(list(PERCENTILES), postgresql.ARRAY(sa.Float()))
+    percentiles = sa.func.percentile_cont(fractions).within_group(QueryMetricRow.response_ms)
+    statement = (
+        sa.select(
+            level.label("g"),
+            sa.func.grouping(level).label("whole"),
+            *_aggregates(),
+            sa.type_coerce(percentiles, postgresql.ARRAY(sa.Float())).label("p"),
+        )
+        .where(*conditions)
+        .group_by(sa.func.rollup(level))
+    )
+    overall: MetricsFigures | None = None
+    grouped: dict[Any, MetricsFigures] = {}
+    for row in connection.execute(statement).mappings():
+        if not row["n"]:
+            continue
+        figures = _make_figures(row, tuple(row["p"]))
+        if row["whole"]:
+            overall = figures
+        else:
+            grouped[row["g"]] = figures
+    return overall, grouped
 
 
 def _added(rows: Sequence[Mapping[Any, Any]]) -> dict[str, Any]:

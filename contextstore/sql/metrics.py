@@ -27,13 +27,14 @@ from contextstore.sql.direct import DirectStatement
 from contextstore.sql.metric_queries import (
     Group,
     bucket_index,
-    bucket_ranges,
     filter_conditions,
     grouped_figures,
     grouping,
     lateral_series,
+    ranged_series,
     report_figures,
     walkable,
+    walks_pay,
 )
 from contextstore.sql.metric_validation import aware, checked_text, row_values
 from contextstore.sql.models import QueryMetricRow
@@ -257,11 +258,11 @@ class MetricsRepository:
         conditions = self._conditions(filters)
         dialect = self._engine.dialect.name
         group_by = None if by is None else grouping(dialect, by)
-        walk = walkable(filters)
 
         def read(
             connection: sa.Connection,
         ) -> tuple[MetricsFigures, dict[Any, MetricsFigures], dict[Any, MetricsFigures]]:
+            walk = walkable(filters) and walks_pay(connection)
             overall, grouped = report_figures(connection, conditions, walk=walk)
             chosen = (
                 {}
@@ -393,7 +394,6 @@ class MetricsRepository:
 
         def read(connection: sa.Connection) -> dict[Any, MetricsFigures]:
             group: Group = bucket_index(dialect, bucket_seconds)
-            source = None
             first, last = connection.execute(ends).one()
             if first is None or last is None:
                 return {}
@@ -402,10 +402,10 @@ class MetricsRepository:
                 if found is not None:
                     return found
             else:
-                ranges = bucket_ranges(first, last, bucket_seconds)
-                if ranges is not None:
-                    group, source = ranges
-            return grouped_figures(connection, conditions, group, source)
+                found = ranged_series(connection, filters, first, last, bucket_seconds)
+                if found is not None:
+                    return found
+            return grouped_figures(connection, conditions, group)
 
         grouped = self._read(read, snapshot=True)
         return tuple(

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from contextstore.errors import BackendUnavailableError, ValidationError
 from contextstore.metrics import MetricsSink, QueryMetric
 from contextstore.sql.database import create_database_engine, migrate
+from contextstore.sql.metric_queries import walks_pay
 from contextstore.sql.metrics import (
     PERCENTILES,
     MetricsFigures,
@@ -34,7 +35,7 @@ from contextstore.sql.metrics import (
 )
 from contextstore.sql.models import QueryMetricRow
 from tests.factories import make_metric
-from tests.sql.conftest import flavoured
+from tests.sql.conftest import POSTGRES_ONLY, flavoured
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 LEVELS = ("low", "medium", "high")
@@ -414,6 +415,63 @@ def test_series_omits_empty_buckets_and_respects_filters(metrics: MetricsReposit
         (T0 + timedelta(hours=5), 1),
     ]
     assert metrics.series(bucket_seconds=900, since=T0 + timedelta(hours=1))[0].runs == 2
+
+
+def test_series_buckets_cut_by_since_and_until_hold_only_the_range(
+    metrics: MetricsRepository,
+) -> None:
+    rows = sample("ns", 60)  # about 8 per hour from T0 (midnight)
+    metrics.record_many(rows)
+    since = T0 + timedelta(minutes=95)
+    until = T0 + timedelta(hours=5, minutes=20)
+    series = metrics.series(bucket_seconds=3600, since=since, until=until, namespace="ns")
+    assert [point.bucket_start for point in series] == [
+        T0 + timedelta(hours=h) for h in range(1, 6)
+    ]
+    for point in series:
+        end = point.bucket_start + timedelta(hours=1)
+        assert_figures(
+            point,
+            [
+                row
+                for row in rows
+                if max(point.bucket_start, since) <= row.recorded_at < min(end, until)
+            ],
+        )
+    assert sum(point.runs for point in series) == sum(
+        since <= row.recorded_at < until for row in rows
+    )
+
+
+@POSTGRES_ONLY
+def test_postgresql_reports_the_same_figures_sorted_or_walked(engine: sa.Engine) -> None:
+    """Sorted while the table's pages are not known all-visible, walked once VACUUM marks
+    them: the same exact figures either way."""
+    metrics = MetricsRepository(engine)
+    rows = sample("ns", 60) + sample("other", 20, seed=8)
+    metrics.record_many(rows)
+    ours = [row for row in rows if row.namespace == "ns"]
+
+    def check() -> None:
+        report = metrics.report(namespace="ns", by="worker")
+        assert_figures(report, ours)
+        for level in report.by_complexity:
+            assert_figures(level, [row for row in ours if row.complexity == level.complexity])
+        for group in report.groups:
+            assert_figures(group, [row for row in ours if row.worker == group.key])
+
+    with engine.connect() as connection:
+        connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
+            "ANALYZE query_metrics"
+        )
+        assert not walks_pay(connection)
+    check()
+    with engine.connect() as connection:
+        connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
+            "VACUUM query_metrics"
+        )
+        assert walks_pay(connection)
+    check()
 
 
 def test_series_before_1970_floors_rather_than_truncates(metrics: MetricsRepository) -> None:
