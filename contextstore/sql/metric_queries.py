@@ -42,6 +42,7 @@ __all__ = [
     "lateral_series",
     "ranged_series",
     "report_figures",
+    "walk_conditions",
     "walkable",
     "walked_percentiles",
     "walks_pay",
@@ -51,17 +52,30 @@ Group = sa.ColumnElement[Any] | InstrumentedAttribute[Any]
 """What rows may be grouped by: a column of ``QueryMetricRow`` or an expression over it."""
 
 
-def filter_conditions(filters: MetricsFilter, dialect: str) -> list[sa.ColumnElement[bool]]:
-    """WHERE clauses for ``filters``, validating them (``ValidationError`` naming the field)."""
+def filter_conditions(
+    filters: MetricsFilter, dialect: str, *, walking: bool = False
+) -> list[sa.ColumnElement[bool]]:
+    """WHERE clauses for ``filters``, validating them (``ValidationError`` naming the field).
+
+    ``walking`` (SQLite): the time bounds are written ``+recorded_at``, which SQLite's
+    planner may not answer from an index (its documented way to disqualify a term), so a
+    percentile walk steps along a latency index instead of sorting the range (see
+    ``walk_conditions``). The same rows match.
+    """
     conditions: list[sa.ColumnElement[bool]] = []
+    instant: Any = QueryMetricRow.recorded_at
+    if walking and dialect == "sqlite":
+        instant = sa.type_coerce(
+            sa.literal_column("+query_metrics.recorded_at"), QueryMetricRow.recorded_at.type
+        )
     start = None if filters.since is None else aware("since", filters.since)
     end = None if filters.until is None else aware("until", filters.until)
     if start is not None and end is not None and start > end:
         raise ValidationError("since", f"is after until ({start} > {end})")
     if start is not None:
-        conditions.append(QueryMetricRow.recorded_at >= start)
+        conditions.append(instant >= start)
     if end is not None:
-        conditions.append(QueryMetricRow.recorded_at < end)
+        conditions.append(instant < end)
     for name in ("namespace", "complexity", "intent"):
         value = getattr(filters, name)
         if value is not None:
@@ -81,6 +95,39 @@ def filter_conditions(filters: MetricsFilter, dialect: str) -> list[sa.ColumnEle
         lesson = checked_text("lesson", filters.lesson, limit=None, required=True)
         conditions.append(contains(dialect, QueryMetricRow.lessons_included_ids, lesson))
     return conditions
+
+
+WIDE_SHARE = 0.25
+"""Least share of the rows a time range must hold for SQLite to walk it along a latency index."""
+
+
+def walk_conditions(
+    connection: sa.Connection,
+    filters: MetricsFilter,
+    conditions: Sequence[sa.ColumnElement[bool]],
+) -> list[sa.ColumnElement[bool]]:
+    """The conditions a percentile walk filters on (the rows of ``conditions``).
+
+    SQLite cannot tell how many rows a time range holds (it is built without the histogram
+    statistics), and given both ``since`` and ``until`` it guesses few: it reads the range
+    from the time index and sorts it, once per percentile — seconds over a wide range. A
+    walk along a latency index steps over about ``rank / share`` entries instead. So, with
+    a time bound, the range's rows are counted against the rows without it (both from
+    covering indexes): holding at least ``WIDE_SHARE`` of them, the walk is forced
+    (``filter_conditions(walking=True)``); fewer, the planner's sort of the few is cheaper.
+    """
+    if connection.dialect.name != "sqlite" or (filters.since is None and filters.until is None):
+        return list(conditions)
+    unbounded = filter_conditions(replace(filters, since=None, until=None), "sqlite")
+
+    def counted(where: Sequence[sa.ColumnElement[bool]]) -> sa.ScalarSelect[int]:
+        counting = sa.select(sa.func.count()).select_from(QueryMetricRow).where(*where)
+        return counting.scalar_subquery()
+
+    within, every = connection.execute(sa.select(counted(conditions), counted(unbounded))).one()
+    if within < WIDE_SHARE * every:
+        return list(conditions)
+    return filter_conditions(filters, "sqlite", walking=True)
 
 
 def grouping(dialect: str, by: str) -> tuple[Group, sa.FromClause | None]:
@@ -309,6 +356,7 @@ def grouped_figures(
     source: sa.FromClause | None = None,
     *,
     walk: bool = False,
+    walk_on: Sequence[sa.ColumnElement[bool]] | None = None,
 ) -> dict[Any, MetricsFigures]:
     """Figures per value of ``group`` (key ``None`` when ungrouped); groups without rows absent.
 
@@ -328,7 +376,10 @@ def grouped_figures(
         # not UTF-8 (typed into SQLite by hand) cannot be sent, so those groups are ranked.
         if len(sums) <= WALK_GROUPS and all(_sendable(key) for key in sums):
             ranks = walked_percentiles(
-                connection, conditions, group, {key: int(row["n"]) for key, row in sums.items()}
+                connection,
+                conditions if walk_on is None else walk_on,
+                group,
+                {key: int(row["n"]) for key, row in sums.items()},
             )
             return {key: _make_figures(row, ranks[key]) for key, row in sums.items()}
     key = (sa.null() if group is None else group).label("g")
@@ -366,7 +417,11 @@ def grouped_figures(
 
 
 def report_figures(
-    connection: sa.Connection, conditions: Sequence[sa.ColumnElement[bool]], *, walk: bool
+    connection: sa.Connection,
+    conditions: Sequence[sa.ColumnElement[bool]],
+    *,
+    walk: bool,
+    walk_on: Sequence[sa.ColumnElement[bool]] | None = None,
 ) -> tuple[MetricsFigures | None, dict[Any, MetricsFigures]]:
     """The overall figures of the selected rows (``None`` without rows) and per complexity.
 
@@ -381,12 +436,13 @@ def report_figures(
         sums = _sums(connection, conditions, level)
         if len(sums) <= WALK_GROUPS:
             counts = {key: int(row["n"]) for key, row in sums.items()}
-            ranks = walked_percentiles(connection, conditions, level, counts)
+            walked = conditions if walk_on is None else walk_on
+            ranks = walked_percentiles(connection, walked, level, counts)
             grouped = {key: _make_figures(row, ranks[key]) for key, row in sums.items()}
             if not sums:
                 return None, grouped
             total = _added(list(sums.values()))
-            overall = walked_percentiles(connection, conditions, None, {None: int(total["n"])})
+            overall = walked_percentiles(connection, walked, None, {None: int(total["n"])})
             return _make_figures(total, overall[None]), grouped
     overall_figures = grouped_figures(connection, conditions, None).get(None)
     return overall_figures, grouped_figures(connection, conditions, level)

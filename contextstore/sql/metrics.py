@@ -33,6 +33,7 @@ from contextstore.sql.metric_queries import (
     lateral_series,
     ranged_series,
     report_figures,
+    walk_conditions,
     walkable,
     walks_pay,
 )
@@ -263,11 +264,12 @@ class MetricsRepository:
             connection: sa.Connection,
         ) -> tuple[MetricsFigures, dict[Any, MetricsFigures], dict[Any, MetricsFigures]]:
             walk = walkable(filters) and walks_pay(connection)
-            overall, grouped = report_figures(connection, conditions, walk=walk)
+            walk_on = walk_conditions(connection, filters, conditions) if walk else None
+            overall, grouped = report_figures(connection, conditions, walk=walk, walk_on=walk_on)
             chosen = (
                 {}
                 if group_by is None
-                else grouped_figures(connection, conditions, *group_by, walk=walk)
+                else grouped_figures(connection, conditions, *group_by, walk=walk, walk_on=walk_on)
             )
             return overall or EMPTY_FIGURES, grouped, chosen
 
