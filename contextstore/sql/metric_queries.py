@@ -22,6 +22,7 @@ from contextstore.errors import ContextStoreError, ValidationError
 from contextstore.sql.metric_validation import aware, checked_text
 from contextstore.sql.models import QueryMetricRow
 from contextstore.sql.report import (
+    COMPLEXITY_ORDER,
     GROUPINGS,
     PERCENTILES,
     MetricsFigures,
@@ -477,12 +478,55 @@ _VISIBILITY = sa.text(
 def _sorted_report(
     connection: sa.Connection, conditions: Sequence[sa.ColumnElement[bool]]
 ) -> tuple[MetricsFigures | None, dict[Any, MetricsFigures]]:
-    """PostgreSQL, not walking: the overall and per-complexity figures in one statement.
+    """PostgreSQL, not walking: the overall and per-complexity figures from one scan.
 
-    ``GROUP BY ROLLUP`` gives every level's group and the whole range's from one scan; each
-    group's ``percentile_cont`` sorts its own response times in memory. The level is grouped
-    ``COLLATE "C"`` (bytes, so the same groups): no index is in that order, so PostgreSQL
-    scans the table instead of walking an index a random page read per row.
+    The whole range and each of ``low``, ``medium`` and ``high`` are aggregates over the
+    same scan, a level's with ``FILTER (WHERE complexity = …)``; each ``percentile_cont``
+    sorts its own response times in memory, and nothing sorts the rows by level first.
+    Rows of another level (typed by hand in SQL) are counted too: when there are any, the
+    figures come from ``_rolled_up_report``, which groups whatever levels it finds.
+    """
+    fractions = sa.literal(list(PERCENTILES), postgresql.ARRAY(sa.Float()))
+    percentiles = sa.func.percentile_cont(fractions).within_group(QueryMetricRow.response_ms)
+    level = QueryMetricRow.complexity
+    scopes: dict[str | None, sa.ColumnElement[bool] | None] = {None: None}
+    scopes.update({name: level == name for name in COMPLEXITY_ORDER})
+    columns: list[sa.ColumnElement[Any]] = []
+    for index, condition in enumerate(scopes.values()):
+        for column in _aggregates():
+            aggregate = column.element
+            if condition is not None:
+                aggregate = aggregate.filter(condition)
+            columns.append(aggregate.label(f"s{index}_{column.name}"))
+        sorted_values = percentiles if condition is None else percentiles.filter(condition)
+        columns.append(
+            sa.type_coerce(sorted_values, postgresql.ARRAY(sa.Float())).label(f"s{index}_p")
+        )
+    others = sa.func.count().filter(level.not_in(COMPLEXITY_ORDER)).label("others")
+    found = connection.execute(sa.select(*columns, others).where(*conditions)).mappings().one()
+    if found["others"]:
+        return _rolled_up_report(connection, conditions)
+    figures: dict[str | None, MetricsFigures] = {}
+    for index, key in enumerate(scopes):
+        scope = {
+            name[len(f"s{index}_") :]: found[name]
+            for name in found
+            if name.startswith(f"s{index}_")
+        }
+        if scope["n"]:
+            figures[key] = _make_figures(scope, tuple(scope["p"]))
+    overall = figures.pop(None, None)
+    return overall, figures
+
+
+def _rolled_up_report(
+    connection: sa.Connection, conditions: Sequence[sa.ColumnElement[bool]]
+) -> tuple[MetricsFigures | None, dict[Any, MetricsFigures]]:
+    """``_sorted_report`` for any set of levels: one ``GROUP BY ROLLUP`` scan.
+
+    The level is grouped ``COLLATE "C"`` (bytes, so the same groups): no index is in that
+    order, so PostgreSQL scans the table instead of walking an index a random page read per
+    row; then it sorts the rows by level, and each group's ``percentile_cont`` its own.
     """
     level = QueryMetricRow.complexity.collate("C")
     fractions = sa.literal(list(PERCENTILES), postgresql.ARRAY(sa.Float()))

@@ -286,6 +286,30 @@ def test_report_breaks_figures_down_by_complexity_low_medium_high(
     assert sum(row.runs for row in report.by_complexity) == report.runs
 
 
+def test_a_level_typed_by_hand_follows_the_three_with_exact_figures(
+    metrics: MetricsRepository, engine: sa.Engine
+) -> None:
+    rows = sample("ns", 60)
+    metrics.record_many(rows)
+    with engine.begin() as connection:
+        for row in rows[:7]:
+            connection.execute(
+                sa.text("UPDATE query_metrics SET complexity = 'extreme' WHERE query_hash = :h"),
+                {"h": row.query_hash},
+            )
+    typed = [replace(row, complexity="extreme") for row in rows[:7]] + rows[7:]
+    report = metrics.report(namespace="ns")
+    assert_figures(report, typed)
+    assert [row.complexity for row in report.by_complexity] == [
+        "low",
+        "medium",
+        "high",
+        "extreme",
+    ]
+    for level in report.by_complexity:
+        assert_figures(level, [row for row in typed if row.complexity == level.complexity])
+
+
 def test_a_complexity_without_runs_has_zero_and_none_figures(metrics: MetricsRepository) -> None:
     metrics.record_many([metric(complexity="low", response_ms=5), metric(complexity="high")])
     medium = metrics.report().by_complexity[1]
