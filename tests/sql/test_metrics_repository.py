@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextstore.errors import BackendUnavailableError, ValidationError
-from contextstore.metrics import MetricsSink, QueryMetric
+from contextstore.metrics import MetricsSink, QueryMetric, RunTrace
 from contextstore.sql.database import create_database_engine, migrate
 from contextstore.sql.metric_queries import filter_conditions, walk_conditions, walks_pay
 from contextstore.sql.metrics import (
@@ -524,6 +524,39 @@ def test_postgresql_reports_the_same_figures_sorted_or_walked(engine: sa.Engine)
         )
         assert walks_pay(connection)
     check()
+
+
+def test_day_buckets_are_exact_whole_cut_and_filtered(metrics: MetricsRepository) -> None:
+    """Day buckets (SQLite walks them along the day index): whole days, days cut by since
+    and until, a worker filter, and a lesson filter (no index holds the traces: ranked)."""
+    traced = RunTrace(lessons_matched=("lesson-1",), lessons_included=("lesson-1",))
+    rows = [
+        replace(
+            row,
+            recorded_at=T0 + index * timedelta(hours=2, minutes=17),
+            trace=traced if index % 3 == 0 else RunTrace(),
+        )
+        for index, row in enumerate(sample("ns", 70))
+    ]  # about 6 days
+    metrics.record_many(rows)
+    since = T0 + timedelta(days=1, hours=5)
+    until = T0 + timedelta(days=4, hours=20)
+    cases: list[tuple[dict[str, Any], Any]] = [
+        ({}, lambda row: True),
+        ({"since": since, "until": until}, lambda row: since <= row.recorded_at < until),
+        ({"worker_prefix": "alpha"}, lambda row: row.worker.startswith("alpha")),
+        ({"lesson": "lesson-1"}, lambda row: "lesson-1" in row.trace.lessons_included),
+    ]
+    for filters, keep in cases:
+        chosen = [row for row in rows if keep(row)]
+        series = metrics.series(bucket_seconds=86400, namespace="ns", **filters)
+        days = sorted({row.recorded_at.date() for row in chosen})
+        assert [point.bucket_start.date() for point in series] == days
+        for point in series:
+            end = point.bucket_start + timedelta(days=1)
+            assert_figures(
+                point, [row for row in chosen if point.bucket_start <= row.recorded_at < end]
+            )
 
 
 def test_series_before_1970_floors_rather_than_truncates(metrics: MetricsRepository) -> None:

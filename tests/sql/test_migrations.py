@@ -25,7 +25,7 @@ from contextstore.sql.database import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0007_search_index"
+HEAD = "0008_day_latency_index"
 TABLES = {
     "lessons",
     "lesson_scopes",
@@ -238,6 +238,49 @@ def test_upgrading_a_0002_database_keeps_every_lesson_and_every_event(
         with engine.connect() as connection:
             assert len(connection.execute(lessons).all()) == 1
             assert connection.execute(events).all()[:7] == before[2]
+    finally:
+        engine.dispose()
+
+
+def test_0008_indexes_each_day_on_sqlite_only_and_analyzes_it_where_statistics_exist(
+    empty_database_url: str,
+) -> None:
+    url = empty_database_url
+    migrate(url, "0007_search_index")
+    engine = create_database_engine(url)
+    sqlite = engine.dialect.name == "sqlite"
+    indexes = sa.text(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'query_metrics'"
+        if sqlite
+        else "SELECT indexname FROM pg_indexes WHERE tablename = 'query_metrics' "
+        "AND schemaname = current_schema()"
+    )
+    stats = sa.text("SELECT stat FROM sqlite_stat1 WHERE idx = 'ix_query_metrics_day_latency'")
+    try:
+        with engine.begin() as connection:
+            before = set(connection.execute(indexes).scalars())
+            connection.execute(
+                sa.text(
+                    "INSERT INTO query_metrics (recorded_at, namespace, worker, query_hash, "
+                    "complexity, intent, budget, context_length, chunk_count, lessons_matched, "
+                    "lessons_included, response_ms, guard_passed, guard_warnings, cache_hit) "
+                    "VALUES (:at, 'ns', 'w', 'h', 'low', 'factual', 800, 1, 1, 0, 0, 5.0, "
+                    "true, '[]', false)"
+                ),
+                [{"at": f"2026-03-0{day} 12:00:00.000000"} for day in (1, 2, 3)],
+            )
+            if sqlite:
+                connection.exec_driver_sql("ANALYZE")
+        migrate(url)
+        with engine.connect() as connection:
+            added = set(connection.execute(indexes).scalars()) - before
+            assert added == ({"ix_query_metrics_day_latency"} if sqlite else set())
+            if sqlite:
+                # 3 rows; 3 per namespace; 1 per (namespace, day); then per further column.
+                assert connection.execute(stats).scalar_one().startswith("3 3 1 ")
+        downgrade(url, "0007_search_index")
+        with engine.connect() as connection:
+            assert set(connection.execute(indexes).scalars()) == before
     finally:
         engine.dispose()
 
