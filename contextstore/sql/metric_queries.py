@@ -9,7 +9,7 @@ position and interpolate here with PostgreSQL's own arithmetic (IEEE doubles,
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -66,9 +66,7 @@ def filter_conditions(
     conditions: list[sa.ColumnElement[bool]] = []
     instant: Any = QueryMetricRow.recorded_at
     if walking and dialect == "sqlite":
-        instant = sa.type_coerce(
-            sa.literal_column("+query_metrics.recorded_at"), QueryMetricRow.recorded_at.type
-        )
+        instant = _unindexed_instant()
     start = None if filters.since is None else aware("since", filters.since)
     end = None if filters.until is None else aware("until", filters.until)
     if start is not None and end is not None and start > end:
@@ -98,6 +96,13 @@ def filter_conditions(
     return conditions
 
 
+def _unindexed_instant() -> sa.ColumnElement[Any]:
+    """SQLite: ``+recorded_at``, the instant as a term the planner may not answer from an index."""
+    return sa.type_coerce(
+        sa.literal_column("+query_metrics.recorded_at"), QueryMetricRow.recorded_at.type
+    )
+
+
 WIDE_SHARE = 0.25
 """Least share of the rows a time range must hold for SQLite to walk it along a latency index."""
 
@@ -113,20 +118,32 @@ def walk_conditions(
     statistics), and given both ``since`` and ``until`` it guesses few: it reads the range
     from the time index and sorts it, once per percentile — seconds over a wide range. A
     walk along a latency index steps over about ``rank / share`` entries instead. So, with
-    a time bound, the range's rows are counted against the rows without it (both from
-    covering indexes): holding at least ``WIDE_SHARE`` of them, the walk is forced
-    (``filter_conditions(walking=True)``); fewer, the planner's sort of the few is cheaper.
+    a time bound, the range's share of the rows is estimated as its share of the time
+    between the first and the last row without it (each read from one end of the time
+    index): at least ``WIDE_SHARE``, the walk is forced (``filter_conditions(walking=True)``);
+    less, the planner's sort of the few is cheaper. The estimate only picks the plan: the
+    figures are the same either way.
     """
     if connection.dialect.name != "sqlite" or (filters.since is None and filters.until is None):
         return list(conditions)
     unbounded = filter_conditions(replace(filters, since=None, until=None), "sqlite")
+    row = QueryMetricRow.recorded_at
 
-    def counted(where: Sequence[sa.ColumnElement[bool]]) -> sa.ScalarSelect[int]:
-        counting = sa.select(sa.func.count()).select_from(QueryMetricRow).where(*where)
-        return counting.scalar_subquery()
+    def end(edge: Any) -> sa.ScalarSelect[Any]:
+        return sa.select(edge(row)).where(*unbounded).scalar_subquery()
 
-    within, every = connection.execute(sa.select(counted(conditions), counted(unbounded))).one()
-    if within < WIDE_SHARE * every:
+    first, last = connection.execute(
+        sa.select(
+            sa.type_coerce(end(sa.func.min), row.type), sa.type_coerce(end(sa.func.max), row.type)
+        )
+    ).one()
+    if first is None or last is None:
+        return list(conditions)
+    start = first if filters.since is None else max(first, aware("since", filters.since))
+    stop = last if filters.until is None else min(last, aware("until", filters.until))
+    whole = (last - first).total_seconds()
+    share = (stop - start).total_seconds() / whole if whole > 0 else 1.0
+    if share < WIDE_SHARE:
         return list(conditions)
     return filter_conditions(filters, "sqlite", walking=True)
 
@@ -208,8 +225,8 @@ def ranged_series(
         )
         if found["n"]
     }
-    if bucket_seconds == DAY and walkable(filters):
-        return _day_walks(connection, filters, sums)
+    if DAY % bucket_seconds == 0 and DAY // bucket_seconds <= DAY_PARTS and walkable(filters):
+        return _day_walks(connection, filters, sums, bucket_seconds)
     parts: list[sa.Select[Any]] = []
     for index, found in sums.items():
         count = int(found["n"])
@@ -241,13 +258,24 @@ def ranged_series(
 DAY = 86400
 """A day bucket's length: SQLite walks such buckets along ``ix_query_metrics_day_latency``."""
 
-DAY_OF = sa.func.substr(QueryMetricRow.recorded_at, sa.literal_column("1"), sa.literal_column("10"))
-"""SQLite: the UTC day of ``recorded_at`` (``YYYY-MM-DD``), spelled exactly as the index
-``ix_query_metrics_day_latency`` (revision 0008) is, with literal arguments, so the planner
-matches the two."""
 
-WALKED_DAYS = COMPOUND_PARTS // len(PERCENTILES)
-"""Most days one statement walks (each day one SELECT per percentile)."""
+def _day_of() -> sa.ColumnElement[Any]:
+    """SQLite: the UTC day of ``recorded_at`` (``YYYY-MM-DD``), spelled exactly as the index
+    ``ix_query_metrics_day_latency`` (revision 0008) is, with literal arguments, so the
+    planner matches the two."""
+    day: sa.ColumnElement[Any] = sa.func.substr(
+        QueryMetricRow.recorded_at, sa.literal_column("1"), sa.literal_column("10")
+    )
+    return day
+
+
+DAY_PARTS = 8
+"""Most buckets a day may be cut into for them to be walked along the day index (3 hours):
+a bucket's walk steps over its whole day's entries, so a median over at most this many
+times the bucket's own rows, still far cheaper than sorting them."""
+
+WALKED_BUCKETS = COMPOUND_PARTS // len(PERCENTILES)
+"""Most buckets one statement walks (each bucket one SELECT per percentile)."""
 
 
 def _day_text(day: datetime) -> str:
@@ -256,23 +284,36 @@ def _day_text(day: datetime) -> str:
 
 
 def _day_walks(
-    connection: sa.Connection, filters: MetricsFilter, sums: Mapping[Any, Mapping[Any, Any]]
+    connection: sa.Connection,
+    filters: MetricsFilter,
+    sums: Mapping[Any, Mapping[Any, Any]],
+    bucket_seconds: int,
 ) -> dict[Any, MetricsFigures]:
-    """SQLite, day buckets: each day's percentiles walked along the day index, no sort.
+    """SQLite, buckets of a day or a part of one: each bucket's percentiles walked along
+    the day index (its day's entries in response-time order), with no sort.
 
-    The time bounds are written ``+recorded_at`` (``filter_conditions(walking=True)``) so
-    that the day, not the filter's range, picks the index; a day cut by ``since`` or
-    ``until`` is walked with those bounds as filters on the day's entries.
+    Every time bound is written ``+recorded_at`` (``filter_conditions(walking=True)``), so
+    that the day, not a range, picks the index: a bucket shorter than a day, or a day cut by
+    ``since`` or ``until``, filters its day's entries by those bounds as it walks them.
     """
     walking = filter_conditions(filters, "sqlite", walking=True)
-    days = {index: _day_text(EPOCH + timedelta(days=int(index))) for index in sums}
+    size = timedelta(seconds=bucket_seconds)
+    instant = _unindexed_instant()
+
+    def narrow(index: Any) -> list[sa.ColumnElement[bool]]:
+        start = EPOCH + int(index) * size
+        within = [_day_of() == _day_text(start)]
+        if bucket_seconds < DAY:
+            within += [instant >= start, instant < start + size]
+        return within
+
     indexes = list(sums)
     figures: dict[Any, MetricsFigures] = {}
-    for begin in range(0, len(indexes), WALKED_DAYS):
-        chunk = indexes[begin : begin + WALKED_DAYS]
-        counts = {days[index]: int(sums[index]["n"]) for index in chunk}
-        ranks = walked_percentiles(connection, walking, DAY_OF, counts)
-        figures.update({index: _make_figures(sums[index], ranks[days[index]]) for index in chunk})
+    for begin in range(0, len(indexes), WALKED_BUCKETS):
+        chunk = indexes[begin : begin + WALKED_BUCKETS]
+        counts = {index: int(sums[index]["n"]) for index in chunk}
+        ranks = walked_percentiles(connection, walking, None, counts, narrow=narrow)
+        figures.update({index: _make_figures(sums[index], ranks[index]) for index in chunk})
     return figures
 
 
@@ -518,45 +559,35 @@ _VISIBILITY = sa.text(
 def _sorted_report(
     connection: sa.Connection, conditions: Sequence[sa.ColumnElement[bool]]
 ) -> tuple[MetricsFigures | None, dict[Any, MetricsFigures]]:
-    """PostgreSQL, not walking: the overall and per-complexity figures from one scan.
+    """PostgreSQL, not walking: the overall and per-complexity figures from two scans.
 
-    The whole range and each of ``low``, ``medium`` and ``high`` are aggregates over the
-    same scan, a level's with ``FILTER (WHERE complexity = …)``; each ``percentile_cont``
-    sorts its own response times in memory, and nothing sorts the rows by level first.
-    Rows of another level (typed by hand in SQL) are counted too: when there are any, the
-    figures come from ``_rolled_up_report``, which groups whatever levels it finds.
+    One GROUP BY complexity gives each level's sums (a parallel scan and hash aggregate);
+    the overall sums are theirs added up. One more scan sorts: the whole range's and each
+    level's ``percentile_cont``, a level's with ``FILTER (WHERE complexity = …)``, each
+    sorting its own response times in memory, and nothing sorts the rows by level first.
+    A level other than ``low``, ``medium`` and ``high`` (typed by hand in SQL) sends the
+    report to ``_rolled_up_report``, which groups whatever levels it finds.
     """
+    level = QueryMetricRow.complexity
+    sums = _sums(connection, conditions, level)
+    if not sums:
+        return None, {}
+    if set(sums) - set(COMPLEXITY_ORDER):
+        return _rolled_up_report(connection, conditions)
     fractions = sa.literal(list(PERCENTILES), postgresql.ARRAY(sa.Float()))
     percentiles = sa.func.percentile_cont(fractions).within_group(QueryMetricRow.response_ms)
-    level = QueryMetricRow.complexity
-    scopes: dict[str | None, sa.ColumnElement[bool] | None] = {None: None}
-    scopes.update({name: level == name for name in COMPLEXITY_ORDER})
-    columns: list[sa.ColumnElement[Any]] = []
-    for index, condition in enumerate(scopes.values()):
-        for column in _aggregates():
-            aggregate = column.element
-            if condition is not None:
-                aggregate = aggregate.filter(condition)
-            columns.append(aggregate.label(f"s{index}_{column.name}"))
-        sorted_values = percentiles if condition is None else percentiles.filter(condition)
-        columns.append(
-            sa.type_coerce(sorted_values, postgresql.ARRAY(sa.Float())).label(f"s{index}_p")
-        )
-    others = sa.func.count().filter(level.not_in(COMPLEXITY_ORDER)).label("others")
-    found = connection.execute(sa.select(*columns, others).where(*conditions)).mappings().one()
-    if found["others"]:
-        return _rolled_up_report(connection, conditions)
-    figures: dict[str | None, MetricsFigures] = {}
-    for index, key in enumerate(scopes):
-        scope = {
-            name[len(f"s{index}_") :]: found[name]
-            for name in found
-            if name.startswith(f"s{index}_")
-        }
-        if scope["n"]:
-            figures[key] = _make_figures(scope, tuple(scope["p"]))
-    overall = figures.pop(None, None)
-    return overall, figures
+    columns = [percentiles, *(percentiles.filter(level == key) for key in sums)]
+    found = connection.execute(
+        sa.select(
+            *(sa.type_coerce(column, postgresql.ARRAY(sa.Float())) for column in columns)
+        ).where(*conditions)
+    ).one()
+    overall = _make_figures(_added(list(sums.values())), tuple(found[0]))
+    grouped = {
+        key: _make_figures(row, tuple(found[index + 1]))
+        for index, (key, row) in enumerate(sums.items())
+    }
+    return overall, grouped
 
 
 def _rolled_up_report(
@@ -637,8 +668,13 @@ def walked_percentiles(
     conditions: Sequence[sa.ColumnElement[bool]],
     group: Group | None,
     counts: dict[Any, int],
+    *,
+    narrow: Callable[[Any], Sequence[sa.ColumnElement[bool]]] | None = None,
 ) -> dict[Any, tuple[float, ...]]:
     """``PERCENTILES`` per group of ``counts`` (group value → rows), read along an index.
+
+    A group's rows are those of ``conditions`` with ``group`` equal to its key, or, given
+    ``narrow``, with ``narrow(key)``'s conditions too.
 
     One statement: for each group and fraction, the (at most) two rows around the
     percentile's position, as ``ORDER BY response_ms LIMIT 2 OFFSET k`` from the nearer end
@@ -654,7 +690,12 @@ def walked_percentiles(
             descending = first > (count - 1) / 2
             offset = count - first - taken if descending else first
             order = QueryMetricRow.response_ms.desc() if descending else QueryMetricRow.response_ms
-            narrowed = list(conditions) if group is None else [*conditions, group == group_key]
+            if narrow is not None:
+                narrowed = [*conditions, *narrow(group_key)]
+            elif group is None:
+                narrowed = list(conditions)
+            else:
+                narrowed = [*conditions, group == group_key]
             walk = (
                 sa.select(QueryMetricRow.response_ms.label("v"))
                 .where(*narrowed)

@@ -526,9 +526,13 @@ def test_postgresql_reports_the_same_figures_sorted_or_walked(engine: sa.Engine)
     check()
 
 
-def test_day_buckets_are_exact_whole_cut_and_filtered(metrics: MetricsRepository) -> None:
-    """Day buckets (SQLite walks them along the day index): whole days, days cut by since
-    and until, a worker filter, and a lesson filter (no index holds the traces: ranked)."""
+@pytest.mark.parametrize("bucket", [86400, 21600, 10800])
+def test_day_and_part_of_day_buckets_are_exact_whole_cut_and_filtered(
+    metrics: MetricsRepository, bucket: int
+) -> None:
+    """Buckets of a day, 6 h and 3 h (SQLite walks them along the day index): whole, cut by
+    since and until, a worker filter, and a lesson filter (no index holds the traces:
+    ranked)."""
     traced = RunTrace(lessons_matched=("lesson-1",), lessons_included=("lesson-1",))
     rows = [
         replace(
@@ -549,11 +553,12 @@ def test_day_buckets_are_exact_whole_cut_and_filtered(metrics: MetricsRepository
     ]
     for filters, keep in cases:
         chosen = [row for row in rows if keep(row)]
-        series = metrics.series(bucket_seconds=86400, namespace="ns", **filters)
-        days = sorted({row.recorded_at.date() for row in chosen})
-        assert [point.bucket_start.date() for point in series] == days
+        series = metrics.series(bucket_seconds=bucket, namespace="ns", **filters)
+        size = timedelta(seconds=bucket)
+        starts = sorted({T0 + (row.recorded_at - T0) // size * size for row in chosen})
+        assert [point.bucket_start for point in series] == starts
         for point in series:
-            end = point.bucket_start + timedelta(days=1)
+            end = point.bucket_start + size
             assert_figures(
                 point, [row for row in chosen if point.bucket_start <= row.recorded_at < end]
             )
