@@ -20,7 +20,7 @@ from starlette.types import ASGIApp
 
 from contextstore.apikeys import KeyRing
 from contextstore.console import build_console, with_console
-from contextstore.service import body, errors
+from contextstore.service import auth, body, errors
 from contextstore.service.backends import Backends
 from contextstore.service.middleware import AccessLog, Authenticate, BodyLimit, Deadline
 from contextstore.service.routes import agent, knowledge, lessons, ops
@@ -62,7 +62,7 @@ def build_api(settings: ServiceSettings, telemetry: Telemetry) -> FastAPI:
     errors.install(api)
     for module in (agent, knowledge, lessons, ops):
         api.include_router(module.router)
-    body.document(api)
+    body.document(api, auth.document_security)
     return api
 
 

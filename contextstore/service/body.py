@@ -14,6 +14,7 @@ OpenAPI document under ``components/schemas`` and each route names its body with
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any, TypeVar
 
@@ -61,8 +62,9 @@ def body_spec(model: type[Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def document(app: FastAPI) -> None:
-    """Make ``app.openapi()`` include the schemas of the bodies ``body_spec`` named."""
+def document(app: FastAPI, *amendments: Callable[[dict[str, Any]], None]) -> None:
+    """Make ``app.openapi()`` include the schemas of the bodies ``body_spec`` named, then
+    apply each of ``amendments`` to the document."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -78,6 +80,8 @@ def document(app: FastAPI) -> None:
                 for inner, definition in found.pop("$defs", {}).items():
                     schemas.setdefault(inner, definition)
                 schemas[name] = found
+            for amend in amendments:
+                amend(spec)
             app.openapi_schema = spec
         return app.openapi_schema
 

@@ -13,13 +13,14 @@ from contextstore.matching import (
     match,
     render_lesson_block,
 )
-from contextstore.service.auth import Caller
+from contextstore.service import auth
 from contextstore.service.backends import Backends
 from contextstore.service.body import body_spec, parse_body
+from contextstore.service.direct import DirectRoute
 from contextstore.service.errors import ErrorBody
 from contextstore.service.models import MatchRequest, MatchResponse, RunRequest, json_response
 
-router = APIRouter(prefix="/v1", tags=["agents"])
+router = APIRouter(prefix="/v1", tags=["agents"], route_class=DirectRoute)
 
 ERRORS: dict[int | str, dict[str, object]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 413, 422, 503)
@@ -38,11 +39,12 @@ def backends(request: Request) -> Backends:
     openapi_extra=body_spec(RunRequest),
     summary="Build one agent's context",
 )
-async def run(caller: Caller, request: Request) -> Response:
+async def run(request: Request) -> Response:
     """``ContextEngine.run`` in the key's namespace: cache, windows and metrics are its own."""
+    namespace = auth.caller(request).namespace
     body = await parse_body(request, RunRequest)
     result = await backends(request).run(
-        caller.namespace,
+        namespace,
         body.query,
         scope=body.scope,
         filters=body.filters,
@@ -58,14 +60,14 @@ async def run(caller: Caller, request: Request) -> Response:
     openapi_extra=body_spec(MatchRequest),
     summary="Which lessons apply",
 )
-async def match_lessons(caller: Caller, request: Request) -> Response:
+async def match_lessons(request: Request) -> Response:
     """The database's active lessons for ``scope``, ranked and bounded as in a run.
 
     With ``explain``, also one entry per lesson the scope's keys find, whatever its status
     (a retired one says ``not active``): ``match`` and ``explain`` read the same candidates,
     and ``match`` takes only the active ones, so the two always agree.
     """
-    del caller  # any valid key; lessons are the database's, not a namespace's
+    auth.caller(request)  # any valid key; lessons are the database's, not a namespace's
     body = await parse_body(request, MatchRequest)
     store = backends(request)
     options = body.options or MatchOptions()

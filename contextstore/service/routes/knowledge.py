@@ -14,14 +14,16 @@ from starlette.responses import Response
 
 from contextstore.compose import Chunk
 from contextstore.knowledge import Document
-from contextstore.service.auth import Admin, Caller
+from contextstore.service import auth
+from contextstore.service.auth import Admin
 from contextstore.service.body import body_spec, parse_body
+from contextstore.service.direct import DirectRoute
 from contextstore.service.errors import ErrorBody
 from contextstore.service.models import NewDocument, SearchRequest, json_response
 from contextstore.service.routes.agent import backends
 from contextstore.sql.repository import ImportSummary
 
-router = APIRouter(prefix="/v1", tags=["knowledge"])
+router = APIRouter(prefix="/v1", tags=["knowledge"], route_class=DirectRoute)
 
 ERRORS: dict[int | str, dict[str, object]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 404, 413, 422, 503)
@@ -48,11 +50,12 @@ class DocumentQuery(BaseModel):
     openapi_extra=body_spec(SearchRequest),
     summary="Search the namespace's knowledge",
 )
-async def search(caller: Caller, request: Request) -> Response:
+async def search(request: Request) -> Response:
     """Chunks best first (score, then source, then position), as a run retrieves them."""
+    namespace = auth.caller(request).namespace
     body = await parse_body(request, SearchRequest)
     store = backends(request)
-    found = await store.search(caller.namespace, body.query, body.top_k, body.filters)
+    found = await store.search(namespace, body.query, body.top_k, body.filters)
     return json_response(Chunks, found)
 
 
@@ -78,11 +81,12 @@ async def list_documents(
     openapi_extra=body_spec(NewDocument),
     summary="Add or replace a document",
 )
-async def add_document(caller: Admin, request: Request) -> Response:
+async def add_document(request: Request) -> Response:
+    namespace = auth.admin_caller(request).namespace
     body = await parse_body(request, NewDocument)
     store = backends(request)
     added = await store.call(
-        lambda: store.documents(caller.namespace).add(body.text, body.source, body.metadata)
+        lambda: store.documents(namespace).add(body.text, body.source, body.metadata)
     )
     return json_response(Document, added, 201)
 
@@ -100,11 +104,12 @@ async def add_document(caller: Admin, request: Request) -> Response:
     },
     summary="Import documents from JSON Lines (all or nothing)",
 )
-async def import_documents(caller: Admin, request: Request) -> Response:
+async def import_documents(request: Request) -> Response:
     """Idempotent by source and content hash; a bad line refuses the whole body, naming it."""
+    namespace = auth.admin_caller(request).namespace
     lines = (await request.body()).split(b"\n")
     store = backends(request)
-    summary = await store.call(lambda: store.documents(caller.namespace).import_jsonl(lines))
+    summary = await store.call(lambda: store.documents(namespace).import_jsonl(lines))
     return json_response(ImportSummary, summary)
 
 

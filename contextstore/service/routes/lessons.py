@@ -19,8 +19,10 @@ from starlette.responses import Response
 
 from contextstore.apikeys import Principal
 from contextstore.lessons import LessonRecord
+from contextstore.service import auth
 from contextstore.service.auth import Admin, Caller
 from contextstore.service.body import body_spec, parse_body
+from contextstore.service.direct import DirectRoute
 from contextstore.service.errors import ErrorBody
 from contextstore.service.models import (
     LessonEdit,
@@ -35,7 +37,7 @@ from contextstore.service.routes.agent import backends
 from contextstore.sql.report import LessonStats
 from contextstore.sql.repository import LessonEvent, LessonRepository
 
-router = APIRouter(prefix="/v1/lessons", tags=["lessons"])
+router = APIRouter(prefix="/v1/lessons", tags=["lessons"], route_class=DirectRoute)
 
 ERRORS: dict[int | str, dict[str, object]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 404, 413, 422, 503)
@@ -71,10 +73,10 @@ async def list_lessons(
     openapi_extra=body_spec(NewLesson),
     summary="Add a lesson",
 )
-async def add_lesson(caller: Admin, request: Request) -> Response:
+async def add_lesson(request: Request) -> Response:
     """Insert a new lesson; an existing entity id is refused (422, ``entity_id``)."""
+    lessons = writer(request, auth.admin_caller(request))
     body = await parse_body(request, NewLesson)
-    lessons = writer(request, caller)
     added = await backends(request).call(lambda: lessons.add(as_record(body)))
     return json_response(LessonRecord, added, 201)
 

@@ -7,14 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from contextstore.service.auth import Admin, Caller
+from contextstore.service import auth
+from contextstore.service.auth import Caller
+from contextstore.service.direct import DirectRoute
 from contextstore.service.errors import ErrorBody
 from contextstore.service.models import Health, Readiness, ReportQuery, json_response
 from contextstore.service.routes.agent import backends
 from contextstore.service.telemetry import CONTENT_TYPE
 from contextstore.sql.report import MetricsReport
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=DirectRoute)
 
 ERRORS: dict[int | str, dict[str, object]] = {
     status: {"model": ErrorBody} for status in (401, 403, 422, 503)
@@ -32,8 +34,9 @@ async def healthz() -> Response:
     responses={503: {"model": Readiness}, 401: {"model": ErrorBody}},
     summary="SQL reachable; Redis reachable or not used",
 )
-async def readyz(_: Caller, request: Request) -> Response:
+async def readyz(request: Request) -> Response:
     """200 ``ok`` or ``degraded`` (Redis down: runs still answer); 503 when SQL is down."""
+    auth.caller(request)
     state = await backends(request).readiness()
     body = Readiness(status=state.status, sql=state.sql, redis=state.redis)
     return json_response(Readiness, body, 200 if state.ready else 503)
@@ -49,7 +52,8 @@ async def readyz(_: Caller, request: Request) -> Response:
     response_class=Response,
     summary="Prometheus exposition of the whole server (every worker)",
 )
-async def metrics(_: Admin, request: Request) -> Response:
+async def metrics(request: Request) -> Response:
+    auth.admin_caller(request)
     return Response(request.app.state.telemetry.exposition(), media_type=CONTENT_TYPE)
 
 
