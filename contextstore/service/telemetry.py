@@ -17,6 +17,7 @@ operations, from the stores' fault policies).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Final
 
 from prometheus_client import (
@@ -31,6 +32,16 @@ from contextstore.service.settings import ENV_MULTIPROC
 
 RUN_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+
+
+@dataclass(frozen=True, slots=True)
+class _RunSeries:
+    """One namespace's run series (looking a label up costs more than counting)."""
+
+    runs: Counter
+    cache_hits: Counter
+    cache_misses: Counter
+    run_seconds: Histogram
 
 
 class Telemetry:
@@ -68,11 +79,21 @@ class Telemetry:
             ["namespace"],
             registry=own,
         )
+        self._run_series: dict[str, _RunSeries] = {}
 
     def observe_run(self, namespace: str, seconds: float, cache_hit: bool) -> None:
-        self.runs.labels(namespace).inc()
-        (self.cache_hits if cache_hit else self.cache_misses).labels(namespace).inc()
-        self.run_seconds.labels(namespace).observe(seconds)
+        series = self._run_series.get(namespace)
+        if series is None:
+            series = _RunSeries(
+                self.runs.labels(namespace),
+                self.cache_hits.labels(namespace),
+                self.cache_misses.labels(namespace),
+                self.run_seconds.labels(namespace),
+            )
+            self._run_series[namespace] = series
+        series.runs.inc()
+        (series.cache_hits if cache_hit else series.cache_misses).inc()
+        series.run_seconds.observe(seconds)
 
     def add_redis_faults(self, namespace: str, count: int) -> None:
         if count > 0:
