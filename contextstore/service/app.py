@@ -22,6 +22,7 @@ from contextstore.apikeys import KeyRing
 from contextstore.console import build_console, with_console
 from contextstore.service import auth, body, errors
 from contextstore.service.backends import Backends
+from contextstore.service.direct import DirectDispatch
 from contextstore.service.middleware import AccessLog, Authenticate, BodyLimit, Deadline
 from contextstore.service.routes import agent, knowledge, lessons, ops
 from contextstore.service.settings import ServiceSettings
@@ -33,6 +34,8 @@ carries an API key (`Authorization: Bearer csk_…`); a key reaches one namespac
 admin keys administer lessons or read `/metrics`. Errors are
 `{"error": {"type", "message", "field"}}`.
 """
+
+ROUTERS = (agent.router, knowledge.router, lessons.router, ops.router)
 
 
 def build_api(settings: ServiceSettings, telemetry: Telemetry) -> FastAPI:
@@ -60,14 +63,15 @@ def build_api(settings: ServiceSettings, telemetry: Telemetry) -> FastAPI:
     )
     api.state.telemetry = telemetry
     errors.install(api)
-    for module in (agent, knowledge, lessons, ops):
-        api.include_router(module.router)
+    for router in ROUTERS:
+        api.include_router(router)
     body.document(api, auth.document_security)
     return api
 
 
 def create_app(settings: ServiceSettings | None = None) -> ASGIApp:
-    """The whole service: access log → key check → deadline → body limit → the API.
+    """The whole service: access log → key check → deadline → body limit → the API (its
+    direct routes of fixed paths served before FastAPI's layers, see ``DirectDispatch``).
 
     The web console (``/`` and ``/console/…``) is its own application beside the API, with
     its own sign-in instead of the bearer key.
@@ -75,6 +79,6 @@ def create_app(settings: ServiceSettings | None = None) -> ASGIApp:
     settings = settings or ServiceSettings.from_env()
     keys = KeyRing(settings.keys_file)
     api = build_api(settings, Telemetry())
-    limited = BodyLimit(api, settings.max_body_bytes)
+    limited = BodyLimit(DirectDispatch(api, ROUTERS), settings.max_body_bytes)
     service = Authenticate(Deadline(limited, settings.request_timeout), keys)
     return AccessLog(with_console(build_console(api, keys, settings), service, settings))
