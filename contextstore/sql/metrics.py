@@ -113,7 +113,6 @@ class MetricsRepository:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._engine = engine
-        # Derived once: building an options engine per call costs more than the statement.
         # One compiled INSERT per set of columns (``_insert``).
         self._inserts: dict[tuple[str, ...], DirectStatement] = {}
         self._clock = clock

@@ -46,7 +46,7 @@ from contextstore.lessons import (
     write_jsonl,
 )
 from contextstore.matching import Lesson, Scope, lookup_keys
-from contextstore.sql.database import autocommit, read_only, tolerating_bytes, translate_errors
+from contextstore.sql.database import read_only, tolerating_bytes, translate_errors
 from contextstore.sql.direct import DirectStatement
 from contextstore.sql.models import SQLITE_ACTOR_TABLE, LessonEventRow, LessonRow, LessonScopeRow
 from contextstore.sql.unreadable import (
@@ -158,8 +158,6 @@ class LessonRepository:
         """
         self._engine = engine
         self._sleep = sleep
-        # Derived once: building an options engine per call costs more than the statement.
-        self._autocommit = autocommit(engine)
         # The run's read, sent on the driver connection (``contextstore.sql.direct``).
         self._direct: dict[bool, DirectStatement] = {}
         self._clock = clock
