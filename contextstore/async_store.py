@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         AsyncLessonsAndKnowledge,
         AsyncMetricsRepository,
     )
+    from contextstore.sql.async_direct import DriverPool
 
 __all__ = ["AsyncStore", "connect_async"]
 
@@ -61,6 +62,17 @@ class AsyncStore:
 
         return create_async_database_engine(self.config.database_url)
 
+    @cached_property
+    def driver_pool(self) -> DriverPool | None:
+        """PostgreSQL: the driver connections an engine run's own statements are sent on
+        (``contextstore.sql.async_direct``); ``None`` on SQLite."""
+        if self.sql_engine.dialect.name != "postgresql":
+            return None
+        from contextstore.sql.aio import POOL_SIZE
+        from contextstore.sql.async_direct import DriverPool
+
+        return DriverPool(self.sql_engine, POOL_SIZE)
+
     async def ready(self) -> None:
         """Migrate the database to head, once (later calls return at once)."""
         if self._migrated:
@@ -79,7 +91,7 @@ class AsyncStore:
     def lessons(self) -> AsyncLessonRepository:
         from contextstore.sql.aio import AsyncLessonRepository
 
-        return AsyncLessonRepository(self.sql_engine, ready=self.ready)
+        return AsyncLessonRepository(self.sql_engine, ready=self.ready, pool=self.driver_pool)
 
     @cached_property
     def knowledge(self) -> AsyncKnowledgeBase:
@@ -106,13 +118,15 @@ class AsyncStore:
         """``lessons`` and ``knowledge`` read together: an engine's SQL read, one statement."""
         from contextstore.sql.aio import AsyncLessonsAndKnowledge
 
-        return AsyncLessonsAndKnowledge(self.sql_engine, self.knowledge, ready=self.ready)
+        return AsyncLessonsAndKnowledge(
+            self.sql_engine, self.knowledge, ready=self.ready, pool=self.driver_pool
+        )
 
     @cached_property
     def metrics(self) -> AsyncMetricsRepository:
         from contextstore.sql.aio import AsyncMetricsRepository
 
-        return AsyncMetricsRepository(self.sql_engine, ready=self.ready)
+        return AsyncMetricsRepository(self.sql_engine, ready=self.ready, pool=self.driver_pool)
 
     @cached_property
     def redis(self) -> AsyncRedisClient | None:
@@ -170,6 +184,8 @@ class AsyncStore:
 
     async def aclose(self) -> None:
         """Release connections. The store may not be used afterwards."""
+        if "driver_pool" in self.__dict__ and self.driver_pool is not None:
+            await self.driver_pool.aclose()
         if "sql_engine" in self.__dict__:
             await self.sql_engine.dispose()
         if "redis" in self.__dict__ and self.redis is not None:

@@ -7,6 +7,7 @@ ranking (``_ranked``) and the same bounds (``_bound``), so they cannot disagree.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -263,6 +264,10 @@ def render_lesson_block(result: MatchResult) -> str:
     return "\n".join(lines)
 
 
+# Ranking parses each candidate's ``created_at`` on every run, and a fleet's runs see the
+# same few lessons again and again: the parse is a pure function of the string, kept for the
+# most recent ones.
+@functools.lru_cache(maxsize=4096)
 def parse_rfc3339(value: str) -> int | None:
     """``value`` as integer nanoseconds since the Unix epoch, or ``None`` when unparseable.
 

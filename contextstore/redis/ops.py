@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final, TypeVar
 
+import redis.asyncio.cluster
 from redis.client import NEVER_DECODE
 from redis.exceptions import NoScriptError
 
-from contextstore.redis.client import AsyncRedisClient, FaultPolicy, RedisClient
+from contextstore.batching import Batcher
+from contextstore.redis.client import REDIS_FAULTS, AsyncRedisClient, FaultPolicy, RedisClient
 from contextstore.redis.scripts import script
 
-__all__ = ["FAILED", "AsyncDriver", "Call", "Ops", "SyncDriver"]
+__all__ = ["CALLS_PER_PIPELINE", "FAILED", "AsyncDriver", "Call", "Ops", "SyncDriver"]
 
 T = TypeVar("T")
 
@@ -108,14 +110,28 @@ class SyncDriver:
             return client.execute_command(*_with_source(call), **_UNDECODED)
 
 
-class AsyncDriver:
-    """Performs operations on a ``redis.asyncio`` client: the same calls, awaited."""
+CALLS_PER_PIPELINE = 64
+"""Most calls of concurrent operations the async driver sends as one pipeline."""
 
-    __slots__ = ("client", "fault")
+
+class AsyncDriver:
+    """Performs operations on a ``redis.asyncio`` client: the same calls, awaited.
+
+    The calls of operations in flight at the same time are sent together: those made while
+    a pipeline is out go as the next one (``contextstore.batching``), each still answered on
+    its own (a fault fails every call of its pipeline, as it would each call alone). A lone
+    call is sent at once, as a plain command. A cluster client sends each call alone: its
+    calls go to the nodes owning their keys.
+    """
+
+    __slots__ = ("_batch", "client", "fault")
 
     def __init__(self, client: AsyncRedisClient, fault: FaultPolicy) -> None:
         self.client = client
         self.fault = fault
+        self._batch: Batcher[Call, object] | None = None
+        if not isinstance(client, redis.asyncio.cluster.RedisCluster):
+            self._batch = Batcher(self._pipelined, limit=CALLS_PER_PIPELINE)
 
     async def run(self, ops: Ops[T]) -> T:
         """Drive ``ops`` to its result without blocking the event loop."""
@@ -128,8 +144,29 @@ class AsyncDriver:
             return done.value  # type: ignore[no-any-return]
 
     async def _execute(self, call: Call) -> object:
+        if self._batch is not None:
+            return await self._batch.submit(call)
+        return await self._alone(call)
+
+    async def _alone(self, call: Call) -> object:
         client: Any = self.client
         try:
             return await client.execute_command(*_command(call), **_UNDECODED)
         except NoScriptError:
             return await client.execute_command(*_with_source(call), **_UNDECODED)
+
+    async def _pipelined(self, calls: list[Call]) -> list[object]:
+        if len(calls) == 1:
+            return [await self._alone(calls[0])]
+        client: Any = self.client
+        pipeline = client.pipeline(transaction=False)
+        for call in calls:
+            pipeline.execute_command(*_command(call), **_UNDECODED)
+        replies: list[object] = await pipeline.execute(raise_on_error=False)
+        for index, (call, reply) in enumerate(zip(calls, replies, strict=True)):
+            if isinstance(reply, NoScriptError):
+                try:
+                    replies[index] = await client.execute_command(*_with_source(call), **_UNDECODED)
+                except REDIS_FAULTS as error:
+                    replies[index] = error
+        return replies

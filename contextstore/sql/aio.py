@@ -4,6 +4,11 @@ Drivers: aiosqlite for SQLite (``sqlite://`` URLs are routed to ``sqlite+aiosqli
 psycopg's async connection for PostgreSQL. The SQLite engine is configured exactly as the
 sync one (WAL, busy timeout, foreign keys, SQLAlchemy-controlled ``BEGIN``).
 
+An engine run's own two statements, the lesson read and the metrics row, skip the bridge on
+PostgreSQL when the store gives a ``DriverPool`` (``contextstore.sql.async_direct``): the same
+compiled statements, awaited on psycopg's connection directly. Metrics rows of concurrent
+runs are group-committed (``contextstore.batching``) on either database.
+
 No second copy of the repositories: ``AsyncLessonRepository`` and ``AsyncMetricsRepository``
 run the sync ``LessonRepository`` and ``MetricsRepository`` on the async engine's
 ``sync_engine`` inside SQLAlchemy's greenlet bridge (``greenlet_spawn``), the mechanism
@@ -28,16 +33,31 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only, greenlet_spawn
 
+from contextstore.batching import Batcher
 from contextstore.compose import Chunk
-from contextstore.errors import ConfigurationError
+from contextstore.errors import BackendUnavailableError, ConfigurationError
 from contextstore.lessons import LessonRecord
-from contextstore.matching import Lesson, Scope
+from contextstore.matching import Lesson, Scope, lookup_keys
 from contextstore.metrics import QueryMetric
-from contextstore.sql.database import _check_sqlite_path, _configure_sqlite, _safe, normalise_url
+from contextstore.sql.async_direct import DriverPool
+from contextstore.sql.database import (
+    _check_sqlite_path,
+    _configure_sqlite,
+    _safe,
+    normalise_url,
+    translate_errors,
+)
 from contextstore.sql.knowledge import KnowledgeBase
-from contextstore.sql.metrics import LessonStats, MetricsReport, MetricsRepository
-from contextstore.sql.repository import ImportSummary, LessonRepository
-from contextstore.sql.run_reads import LessonsAndKnowledge
+from contextstore.sql.metric_validation import row_values
+from contextstore.sql.metrics import (
+    LessonStats,
+    MetricsReport,
+    MetricsRepository,
+    rows_parameters,
+    translate_metrics_error,
+)
+from contextstore.sql.repository import ImportSummary, LessonRepository, candidate_lessons
+from contextstore.sql.run_reads import LessonsAndKnowledge, split_rows
 
 __all__ = [
     "AsyncKnowledgeBase",
@@ -57,6 +77,9 @@ steady stream of concurrent runs never opens and closes connections (a connectio
 ``pool_size`` is closed when returned)."""
 POOL_OVERFLOW = 8
 """Connections opened beyond ``POOL_SIZE`` under a burst, closed again after use."""
+ROWS_PER_INSERT = 64
+"""Most metrics rows one group-committed INSERT carries (PostgreSQL binds at most 65,535
+parameters, SQLite 32,766; a row binds 22)."""
 
 
 def async_url(url: str | sa.URL) -> sa.URL:
@@ -121,7 +144,8 @@ class AsyncLessonRepository(_Bridge):
     """``LessonRepository`` awaited: the same methods, arguments, results and errors.
 
     ``ready`` (optional) is awaited before each call (the store migrates there on first
-    use). Implements the async lesson source the ``AsyncContextEngine`` reads.
+    use). With ``pool`` (PostgreSQL), ``candidates`` sends its statement on the driver
+    directly. Implements the async lesson source the ``AsyncContextEngine`` reads.
     """
 
     def __init__(
@@ -129,18 +153,32 @@ class AsyncLessonRepository(_Bridge):
         engine: AsyncEngine,
         *,
         ready: Callable[[], Awaitable[None]] | None = None,
+        pool: DriverPool | None = None,
         **options: Any,
     ) -> None:
         """``options`` go to ``LessonRepository`` (``clock``, ``actor``); an import's pauses
         between transactions and its retries wait with ``asyncio.sleep``."""
         options.setdefault("sleep", _async_sleep)
         super().__init__(LessonRepository(engine.sync_engine, **options), ready)
+        self._pool = pool
+        self._url = engine.sync_engine.url
 
     async def candidates(self, scope: Scope, *, include_inactive: bool = False) -> list[Lesson]:
-        result: list[Lesson] = await self._call(
-            "candidates", scope, include_inactive=include_inactive
-        )
-        return result
+        """``LessonRepository.candidates``; with ``pool`` (PostgreSQL), its one statement is
+        sent on the driver directly."""
+        keys = sorted(lookup_keys(scope))
+        if self._pool is None or not keys:
+            result: list[Lesson] = await self._call(
+                "candidates", scope, include_inactive=include_inactive
+            )
+            return result
+        if self._ready is not None:
+            await self._ready()
+        target: LessonRepository = self._target
+        statement, values = target.candidates_read(keys, include_inactive)
+        with translate_errors(self._url):
+            rows = await self._pool.rows(statement, values)
+        return candidate_lessons(rows)
 
     async def get(self, entity_id: str) -> LessonRecord:
         result: LessonRecord = await self._call("get", entity_id)
@@ -185,8 +223,11 @@ class AsyncLessonRepository(_Bridge):
 class AsyncMetricsRepository(_Bridge):
     """``MetricsRepository`` awaited: the same methods, arguments, results and errors.
 
-    ``record`` is one committed statement, durable when the await returns. Implements the
-    async metrics sink the ``AsyncContextEngine`` writes to.
+    ``record`` validates the metric (``ValidationError`` naming the field, nothing written)
+    and returns once its row is durable. The rows of records awaited at the same time are
+    group-committed: one INSERT, one commit (``contextstore.batching``). With
+    ``pool`` (PostgreSQL), that INSERT is sent on the driver directly. Implements the async
+    metrics sink the ``AsyncContextEngine`` writes to.
     """
 
     def __init__(
@@ -195,14 +236,38 @@ class AsyncMetricsRepository(_Bridge):
         *,
         clock: Callable[[], datetime] | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
+        pool: DriverPool | None = None,
     ) -> None:
         options: dict[str, Any] = {"sleep": _async_sleep}
         if clock is not None:
             options["clock"] = clock
         super().__init__(MetricsRepository(engine.sync_engine, **options), ready)
+        self._pool = pool
+        # A refused batch is written again a row at a time (only the refused rows' callers
+        # fail); an unreachable database fails the batch.
+        self._commits: Batcher[dict[str, Any], None] = Batcher(
+            self._insert_rows,
+            limit=ROWS_PER_INSERT,
+            alone=lambda error: not isinstance(error, BackendUnavailableError),
+        )
 
     async def record(self, metric: QueryMetric) -> None:
-        await self._call("record", metric)
+        values = row_values(metric)
+        if self._ready is not None:
+            await self._ready()
+        await self._commits.submit(values)
+
+    async def _insert_rows(self, rows: list[dict[str, Any]]) -> list[None]:
+        target: MetricsRepository = self._target
+        if self._pool is None:
+            await greenlet_spawn(target.insert_rows, rows)
+            return [None] * len(rows)
+        insert = target.rows_insert(tuple(rows[0]), len(rows))
+        try:
+            await self._pool.execute(insert, rows_parameters(rows))
+        except sa.exc.SQLAlchemyError as error:
+            raise translate_metrics_error(error) from error
+        return [None] * len(rows)
 
     async def record_many(self, metrics: Iterable[QueryMetric]) -> int:
         result: int = await self._call("record_many", list(metrics))
@@ -284,14 +349,25 @@ class AsyncLessonsAndKnowledge(_Bridge):
         knowledge: AsyncKnowledgeBase,
         *,
         ready: Callable[[], Awaitable[None]] | None = None,
+        pool: DriverPool | None = None,
     ) -> None:
+        """With ``pool`` (PostgreSQL), the statement is sent on the driver directly."""
         super().__init__(LessonsAndKnowledge(engine.sync_engine, knowledge.target), ready)
         self.knowledge = knowledge
+        self._pool = pool
+        self._url = engine.sync_engine.url
 
     async def candidates(self, scope: Scope) -> list[Lesson]:
         result: list[Lesson] = await self._call("candidates", scope)
         return result
 
     async def candidates_with_generation(self, scope: Scope) -> tuple[list[Lesson], int]:
-        result: tuple[list[Lesson], int] = await self._call("candidates_with_generation", scope)
-        return result
+        if self._pool is None:
+            result: tuple[list[Lesson], int] = await self._call("candidates_with_generation", scope)
+            return result
+        if self._ready is not None:
+            await self._ready()
+        target: LessonsAndKnowledge = self._target
+        with translate_errors(self._url):
+            rows = await self._pool.rows(target.statement, target.parameters(scope))
+        return split_rows(rows)

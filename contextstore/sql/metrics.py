@@ -69,6 +69,8 @@ __all__ = [
     "MetricsRepository",
     "SeriesPoint",
     "percentile",
+    "rows_parameters",
+    "translate_metrics_error",
 ]
 
 # SQLite can report "database is locked" at once, without consulting its busy handler (while
@@ -113,8 +115,8 @@ class MetricsRepository:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._engine = engine
-        # One compiled INSERT per set of columns (``_insert``).
-        self._inserts: dict[tuple[str, ...], DirectStatement] = {}
+        # One compiled INSERT per set of columns and number of rows (``rows_insert``).
+        self._inserts: dict[tuple[tuple[str, ...], int], DirectStatement] = {}
         self._clock = clock
         # How a retry waits out a transient SQLite lock; the async repository passes one
         # that yields to the event loop instead of blocking it.
@@ -137,8 +139,14 @@ class MetricsRepository:
         ``lessons_included > lessons_matched``; a negative, NaN or infinite
         ``response_ms``; non-boolean flags; text with NUL or lone surrogates (not UTF-8).
         """
-        values = row_values(metric)
-        insert = self._insert(tuple(values))
+        self.insert_rows([row_values(metric)])
+
+    def insert_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Insert ``rows`` (``row_values`` of each metric, all with the same columns) with one
+        committed statement, retrying transient SQLite locks (the async repository's group
+        commit writes its batches here on SQLite)."""
+        insert = self.rows_insert(tuple(rows[0]), len(rows))
+        values = rows_parameters(rows)
         self._retrying(lambda: insert.execute(values))
 
     def record_many(self, metrics: Iterable[QueryMetric]) -> int:
@@ -423,13 +431,19 @@ class MetricsRepository:
     def _conditions(self, filters: MetricsFilter) -> list[sa.ColumnElement[bool]]:
         return filter_conditions(filters, self._engine.dialect.name)
 
-    def _insert(self, keys: tuple[str, ...]) -> DirectStatement:
-        """The one-row INSERT of these columns, sent on the driver connection (a run's write,
-        see ``contextstore.sql.direct``); compiled once per set of columns."""
-        statement = self._inserts.get(keys)
+    def rows_insert(self, keys: tuple[str, ...], count: int) -> DirectStatement:
+        """The INSERT of ``count`` rows of these columns, sent on the driver connection (a
+        run's write, see ``contextstore.sql.direct``); compiled once per columns and count.
+        Its parameters are ``rows_parameters`` of the rows."""
+        statement = self._inserts.get((keys, count))
         if statement is None:
-            statement = DirectStatement(self._engine, sa.insert(QUERY_METRICS), keys)
-            self._inserts[keys] = statement
+            columns = QUERY_METRICS.c
+            rows = [
+                {key: sa.bindparam(f"{key}_{index}", type_=columns[key].type) for key in keys}
+                for index in range(count)
+            ]
+            statement = DirectStatement(self._engine, sa.insert(QUERY_METRICS).values(rows))
+            self._inserts[keys, count] = statement
         return statement
 
     def _write(self, work: Callable[[sa.Connection], T]) -> T:
@@ -452,9 +466,9 @@ class MetricsRepository:
                 if retry < LOCK_RETRIES and immediate and _is_lock(self._engine, exc):
                     self._sleep(LOCK_BACKOFF_SECONDS * 2**retry)
                     continue
-                raise _translate(exc) from exc
+                raise translate_metrics_error(exc) from exc
             except sa.exc.SQLAlchemyError as exc:
-                raise _translate(exc) from exc
+                raise translate_metrics_error(exc) from exc
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _read(self, work: Callable[[sa.Connection], T], *, snapshot: bool = False) -> T:
@@ -472,7 +486,7 @@ class MetricsRepository:
                         connection.exec_driver_sql(f"SET LOCAL work_mem = '{REPORT_WORK_MEM}'")
                     return work(connection)
         except sa.exc.SQLAlchemyError as exc:
-            raise _translate(exc) from exc
+            raise translate_metrics_error(exc) from exc
         except ContextStoreError:
             raise  # a refusal of ours (ValidationError is a ValueError too)
         except ValueError as exc:
@@ -505,6 +519,11 @@ def _group_rows(by: str | None, grouped: dict[Any, MetricsFigures]) -> tuple[Gro
     return tuple(GroupRow(key=printable(str(key)), **figure_fields(grouped[key])) for key in keys)
 
 
+def rows_parameters(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parameters of ``rows_insert(keys, len(rows))`` for ``rows``, by name."""
+    return {f"{key}_{index}": value for index, row in enumerate(rows) for key, value in row.items()}
+
+
 def _is_lock(engine: sa.Engine, exc: sa.exc.OperationalError) -> bool:
     if engine.dialect.name != "sqlite":
         return False
@@ -512,7 +531,8 @@ def _is_lock(engine: sa.Engine, exc: sa.exc.OperationalError) -> bool:
     return "database is locked" in message or "database is busy" in message
 
 
-def _translate(exc: sa.exc.SQLAlchemyError) -> ContextStoreError:
+def translate_metrics_error(exc: sa.exc.SQLAlchemyError) -> ContextStoreError:
+    """The contextstore error for a driver error of a metrics statement."""
     if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
         return BackendUnavailableError(f"metrics database unavailable: {exc.orig}")
     detail = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc

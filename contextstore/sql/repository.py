@@ -358,12 +358,18 @@ class LessonRepository:
             with translate_errors(self._engine.url):
                 if self._session is not None:
                     return _select_candidates(self._session.connection(), keys, include_inactive)
-                dialect = self._engine.dialect.name
-                return self._candidates_statement(include_inactive).rows(
-                    {"keys": keys_parameter(dialect, keys)}
-                )
+                statement, values = self.candidates_read(keys, include_inactive)
+                return statement.rows(values)
 
         return candidate_lessons(tolerating_bytes(self._engine, select))
+
+    def candidates_read(
+        self, keys: Sequence[str], include_inactive: bool = False
+    ) -> tuple[DirectStatement, dict[str, Any]]:
+        """The statement ``candidates`` sends for ``keys`` (sorted lookup keys, at least one)
+        and its values; its rows make lessons with ``candidate_lessons``."""
+        values = {"keys": keys_parameter(self._engine.dialect.name, keys)}
+        return self._candidates_statement(include_inactive), values
 
     def _candidates_statement(self, include_inactive: bool) -> DirectStatement:
         statement = self._direct.get(include_inactive)
@@ -927,22 +933,36 @@ def candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:
         _, severity, created_at, injection_form, _, summary = row[:6]
         # The default statement selects active lessons only and leaves the status out.
         status = row[6] if len(row) > 6 else "active"
-        try:
-            created = _rfc3339(created_at)
-            lesson = Lesson(
-                entity_id=check_text("entity_id", entity_id),
-                status=check_text("status", status),
-                severity=check_text("severity", severity),
-                created_at=created,
-                applies_to=tuple(sorted(matched[entity_id])),
-                injection_form=check_text("injection_form", injection_form),
-                summary=check_text("summary", summary),
-            )
-        except UnreadableRowError as error:
-            SKIP_WARNINGS.skipped(printable(entity_id), error)
-            continue
+        applies_to = tuple(sorted(matched[entity_id]))
+        seen = (entity_id, status, severity, created_at, applies_to, injection_form, summary)
+        lesson = _SEEN_LESSONS.get(seen)
+        if lesson is None:
+            try:
+                lesson = Lesson(
+                    entity_id=check_text("entity_id", entity_id),
+                    status=check_text("status", status),
+                    severity=check_text("severity", severity),
+                    created_at=_rfc3339(created_at),
+                    applies_to=applies_to,
+                    injection_form=check_text("injection_form", injection_form),
+                    summary=check_text("summary", summary),
+                )
+            except UnreadableRowError as error:
+                SKIP_WARNINGS.skipped(printable(entity_id), error)
+                continue
+            if len(_SEEN_LESSONS) >= SEEN_LESSONS:
+                _SEEN_LESSONS.clear()
+            _SEEN_LESSONS[seen] = lesson
         lessons.append(lesson)
     return lessons
+
+
+SEEN_LESSONS = 4096
+"""Most ``Lesson``s ``candidate_lessons`` keeps by the values they were made from."""
+# Every run reads its candidates again, and a fleet's runs see the same lessons again and
+# again: the same values make the same (immutable) ``Lesson``, so it is made once, not
+# checked and built again for each run. Any change of a value is a different key.
+_SEEN_LESSONS: dict[tuple[Any, ...], Lesson] = {}
 
 
 def _rfc3339(value: datetime | str | None) -> str:

@@ -64,7 +64,7 @@ class LessonsAndKnowledge:
 
     def __init__(self, engine: sa.Engine, knowledge: KnowledgeBase) -> None:
         self._engine = engine
-        self._statement = DirectStatement(engine, _JOINT[engine.dialect.name])
+        self.statement = DirectStatement(engine, _JOINT[engine.dialect.name])
         self._dialect = engine.dialect.name
         self.knowledge = knowledge
 
@@ -72,17 +72,21 @@ class LessonsAndKnowledge:
         """``LessonRepository.candidates``: active lessons sharing a key with ``scope``."""
         return self.candidates_with_generation(scope)[0]
 
-    def candidates_with_generation(self, scope: Scope) -> tuple[list[Lesson], int]:
-        """(``LessonRepository.candidates(scope)``, ``knowledge.generation()``): one
-        statement, one round trip, whatever the scope (an empty one matches no lesson)."""
-        values = {
+    def parameters(self, scope: Scope) -> dict[str, Any]:
+        """The values ``statement`` (the joint read, compiled) takes for ``scope``."""
+        return {
             "keys": keys_parameter(self._dialect, sorted(lookup_keys(scope))),
             "ns": self.knowledge.namespace,
         }
 
+    def candidates_with_generation(self, scope: Scope) -> tuple[list[Lesson], int]:
+        """(``LessonRepository.candidates(scope)``, ``knowledge.generation()``): one
+        statement, one round trip, whatever the scope (an empty one matches no lesson)."""
+        values = self.parameters(scope)
+
         def select() -> Sequence[Any]:
             with translate_errors(self._engine.url):
-                return self._statement.rows(values)
+                return self.statement.rows(values)
 
         # A lesson typed into SQLite as bytes that are not UTF-8 is skipped, as every lesson
         # reader does (``tolerating_bytes``), rather than failing the run.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -384,3 +385,31 @@ def test_candidates_inside_a_callers_session_see_its_uncommitted_writes(
         assert [(lesson.entity_id, lesson.applies_to) for lesson in found] == [("a.b", ("tag:x",))]
         assert repo.candidates(Scope(tags=("x",))) == []  # not committed: others do not see it
         session.rollback()
+
+
+def test_each_change_of_a_lessons_values_is_read_at_once_though_lessons_are_reused(
+    engine: sa.Engine,
+) -> None:
+    repository = LessonRepository(engine)
+    record = LessonRecord(
+        entity_id="reuse.one",
+        status="active",
+        severity="critical",
+        created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        applies_to=("id:team.a",),
+        injection_form="first form",
+        summary="s",
+    )
+    repository.add(record)
+    scope = Scope(entity_ids=("team.a.agent",))
+    first, again = repository.candidates(scope), repository.candidates(scope)
+    assert first == again and first[0] is again[0]  # the same values make the same Lesson
+    repository.update("reuse.one", injection_form="second form")
+    assert [lesson.injection_form for lesson in repository.candidates(scope)] == ["second form"]
+    repository.update("reuse.one", severity="info")
+    found = repository.candidates(scope)
+    assert [(lesson.injection_form, lesson.severity) for lesson in found] == [
+        ("second form", "info")
+    ]
+    repository.retire("reuse.one")
+    assert repository.candidates(scope) == []

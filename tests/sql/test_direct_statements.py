@@ -112,20 +112,39 @@ def test_a_dropped_server_connection_fails_one_call_then_the_whole_pool_is_renew
 
 @pytest.mark.postgres
 @pytest.mark.asyncio
-async def test_the_async_store_renews_its_pool_the_same_way(
+async def test_the_async_store_renews_both_its_pools_after_one_failed_direct_call(
+    postgres_server_url: str, namespace: str
+) -> None:
+    name = f"cs-direct-{uuid.uuid4().hex[:8]}"
+    async with connect_async(tagged(postgres_server_url, name), "", namespace) as store:
+        await store.lessons.import_records(load_lessons())  # bridged: the engine's pool
+        expected = await store.lessons.candidates(SCOPE)  # direct: the driver pool
+        # Three reads at once: three driver connections, besides the engine pool's.
+        await asyncio.gather(*(store.lessons.candidates(SCOPE) for _ in range(3)))
+        bridged = store.sql_engine.pool.checkedin()
+        assert bridged >= 1
+        assert terminate(postgres_server_url, name) == 3 + bridged
+        with pytest.raises(BackendUnavailableError):
+            await store.lessons.candidates(SCOPE)
+        # The other dead connections were replaced, the engine pool's too: nothing fails again.
+        assert [await store.lessons.candidates(SCOPE) for _ in range(3)] == [expected] * 3
+        await store.metrics.record(metric(namespace=namespace))
+        assert await store.metrics.count(namespace=namespace) == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio
+async def test_a_disconnect_seen_by_a_bridged_call_renews_the_driver_pool_too(
     postgres_server_url: str, namespace: str
 ) -> None:
     name = f"cs-direct-{uuid.uuid4().hex[:8]}"
     async with connect_async(tagged(postgres_server_url, name), "", namespace) as store:
         await store.lessons.import_records(load_lessons())
         expected = await store.lessons.candidates(SCOPE)
-        # Three reads at once: three pooled connections.
-        await asyncio.gather(*(store.lessons.candidates(SCOPE) for _ in range(3)))
-        pooled = store.sql_engine.pool.checkedin()
-        assert pooled >= 3
-        assert terminate(postgres_server_url, name) == pooled
+        await asyncio.gather(*(store.metrics.record(metric(namespace=namespace)) for _ in range(3)))
+        assert terminate(postgres_server_url, name) >= 2
         with pytest.raises(BackendUnavailableError):
-            await store.metrics.record(metric(namespace=namespace))
-        assert [await store.lessons.candidates(SCOPE) for _ in range(3)] == [expected] * 3
+            await store.metrics.count(namespace=namespace)  # bridged
+        assert await store.lessons.candidates(SCOPE) == expected  # direct
         await store.metrics.record(metric(namespace=namespace))
-        assert await store.metrics.count(namespace=namespace) == 1
+        assert await store.metrics.count(namespace=namespace) == 4
