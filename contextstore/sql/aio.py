@@ -47,6 +47,7 @@ from contextstore.sql.database import (
     normalise_url,
     translate_errors,
 )
+from contextstore.sql.direct import DirectStatement
 from contextstore.sql.knowledge import KnowledgeBase
 from contextstore.sql.metric_validation import row_values
 from contextstore.sql.metrics import (
@@ -77,6 +78,8 @@ steady stream of concurrent runs never opens and closes connections (a connectio
 ``pool_size`` is closed when returned)."""
 POOL_OVERFLOW = 8
 """Connections opened beyond ``POOL_SIZE`` under a burst, closed again after use."""
+READS_PER_STATEMENT = 64
+"""Most concurrent runs' candidate reads one statement answers (``_CandidateReads``)."""
 ROWS_PER_INSERT = 64
 """Most metrics rows one group-committed INSERT carries (PostgreSQL binds at most 65,535
 parameters, SQLite 32,766; a row binds 22)."""
@@ -114,6 +117,49 @@ def _async_sleep(seconds: float) -> None:
     await_only(asyncio.sleep(seconds))
 
 
+class _CandidateReads:
+    """The candidate reads of concurrent runs, sent on ``pool`` as one statement over the
+    union of their keys (``contextstore.batching``).
+
+    A candidate row is a lesson and one key of the read that it matched, so the rows of a
+    run's own keys are exactly the rows its own statement would return; a row without an
+    entity id (the knowledge generation of the joint read) belongs to every run.
+    ``values(keys)`` gives the statement's values for sorted keys.
+    """
+
+    def __init__(
+        self,
+        pool: DriverPool,
+        statement: DirectStatement,
+        values: Callable[[list[str]], dict[str, Any]],
+        url: sa.URL,
+    ) -> None:
+        self._pool = pool
+        self._statement = statement
+        self._values = values
+        self._url = url
+        self._batch: Batcher[list[str], list[Any]] = Batcher(self._read, limit=READS_PER_STATEMENT)
+
+    async def rows(self, keys: list[str]) -> list[Any]:
+        """The rows ``statement`` returns for ``keys``."""
+        return await self._batch.submit(keys)
+
+    async def _read(self, reads: list[list[str]]) -> list[list[Any]]:
+        union = sorted(set().union(*reads)) if len(reads) > 1 else reads[0]
+        with translate_errors(self._url):
+            rows = await self._pool.rows(self._statement, self._values(union))
+        if len(reads) == 1:
+            return [rows]
+        shared: list[Any] = []
+        by_key: dict[str, list[Any]] = {}
+        for row in rows:
+            if row[0] is None:
+                shared.append(row)
+            else:
+                by_key.setdefault(row[4], []).append(row)
+        return [[*shared, *(row for key in keys for row in by_key.get(key, ()))] for keys in reads]
+
+
 class _Bridge:
     """Runs the methods of a sync repository on the event loop (see the module doc)."""
 
@@ -144,8 +190,9 @@ class AsyncLessonRepository(_Bridge):
     """``LessonRepository`` awaited: the same methods, arguments, results and errors.
 
     ``ready`` (optional) is awaited before each call (the store migrates there on first
-    use). With ``pool`` (PostgreSQL), ``candidates`` sends its statement on the driver
-    directly. Implements the async lesson source the ``AsyncContextEngine`` reads.
+    use). With ``pool`` (PostgreSQL), ``candidates`` of the active lessons is read on the
+    driver directly, the reads of concurrent calls as one statement. Implements the async
+    lesson source the ``AsyncContextEngine`` reads.
     """
 
     def __init__(
@@ -159,26 +206,30 @@ class AsyncLessonRepository(_Bridge):
         """``options`` go to ``LessonRepository`` (``clock``, ``actor``); an import's pauses
         between transactions and its retries wait with ``asyncio.sleep``."""
         options.setdefault("sleep", _async_sleep)
-        super().__init__(LessonRepository(engine.sync_engine, **options), ready)
-        self._pool = pool
-        self._url = engine.sync_engine.url
+        target = LessonRepository(engine.sync_engine, **options)
+        super().__init__(target, ready)
+        self._reads: _CandidateReads | None = None
+        if pool is not None:
+            statement, _ = target.candidates_read(["-"])
+            self._reads = _CandidateReads(
+                pool,
+                statement,
+                lambda keys: target.candidates_read(keys)[1],
+                engine.sync_engine.url,
+            )
 
     async def candidates(self, scope: Scope, *, include_inactive: bool = False) -> list[Lesson]:
-        """``LessonRepository.candidates``; with ``pool`` (PostgreSQL), its one statement is
-        sent on the driver directly."""
+        """``LessonRepository.candidates``; with ``pool`` (PostgreSQL), the active lessons
+        are read on the driver directly, concurrent reads as one statement."""
         keys = sorted(lookup_keys(scope))
-        if self._pool is None or not keys:
+        if self._reads is None or include_inactive or not keys:
             result: list[Lesson] = await self._call(
                 "candidates", scope, include_inactive=include_inactive
             )
             return result
         if self._ready is not None:
             await self._ready()
-        target: LessonRepository = self._target
-        statement, values = target.candidates_read(keys, include_inactive)
-        with translate_errors(self._url):
-            rows = await self._pool.rows(statement, values)
-        return candidate_lessons(rows)
+        return candidate_lessons(await self._reads.rows(keys))
 
     async def get(self, entity_id: str) -> LessonRecord:
         result: LessonRecord = await self._call("get", entity_id)
@@ -351,23 +402,25 @@ class AsyncLessonsAndKnowledge(_Bridge):
         ready: Callable[[], Awaitable[None]] | None = None,
         pool: DriverPool | None = None,
     ) -> None:
-        """With ``pool`` (PostgreSQL), the statement is sent on the driver directly."""
-        super().__init__(LessonsAndKnowledge(engine.sync_engine, knowledge.target), ready)
+        """With ``pool`` (PostgreSQL), the statement is sent on the driver directly, the
+        reads of concurrent calls as one statement."""
+        target = LessonsAndKnowledge(engine.sync_engine, knowledge.target)
+        super().__init__(target, ready)
         self.knowledge = knowledge
-        self._pool = pool
-        self._url = engine.sync_engine.url
+        self._reads: _CandidateReads | None = None
+        if pool is not None:
+            self._reads = _CandidateReads(
+                pool, target.statement, target.keys_values, engine.sync_engine.url
+            )
 
     async def candidates(self, scope: Scope) -> list[Lesson]:
         result: list[Lesson] = await self._call("candidates", scope)
         return result
 
     async def candidates_with_generation(self, scope: Scope) -> tuple[list[Lesson], int]:
-        if self._pool is None:
+        if self._reads is None:
             result: tuple[list[Lesson], int] = await self._call("candidates_with_generation", scope)
             return result
         if self._ready is not None:
             await self._ready()
-        target: LessonsAndKnowledge = self._target
-        with translate_errors(self._url):
-            rows = await self._pool.rows(target.statement, target.parameters(scope))
-        return split_rows(rows)
+        return split_rows(await self._reads.rows(sorted(lookup_keys(scope))))

@@ -21,6 +21,11 @@ a disconnect seen by either pool moves). So one call fails, and the next ones, b
 direct, open new connections. A statement interrupted by a cancellation leaves its
 connection in an unknown state: it is closed, not reused.
 
+Statements go out with PostgreSQL's own ``$n`` placeholders on psycopg's raw cursor: the
+compiled ``%(name)s`` form is rewritten once per statement, instead of psycopg parsing it on
+every call (psycopg keeps parsed queries only up to 4,096 characters and 50 parameters,
+which a group-committed INSERT of a few rows passes).
+
 PostgreSQL only. aiosqlite runs each call on a thread of its own whatever calls it, so
 SQLite's async statements stay on the bridge.
 """
@@ -28,6 +33,7 @@ SQLite's async statements stay on the bridge.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -53,6 +59,7 @@ class DriverPool:
         if sync.dialect.name != "postgresql":
             raise ValueError(f"DriverPool serves PostgreSQL, not {sync.dialect.name}")
         self._connect = psycopg.AsyncConnection.connect
+        self._cursor = psycopg.AsyncRawCursor
         self._error: type[Exception] = psycopg.Error
         self._dialect = sync.dialect
         self._hide_parameters = sync.hide_parameters
@@ -62,14 +69,25 @@ class DriverPool:
         self._engine_pool = sync.pool
         self._idle: list[tuple[Any, float]] = []  # (connection, when it was opened)
         self._slots = asyncio.Semaphore(size)
+        self._native: dict[str, tuple[str, tuple[str, ...]]] = {}  # see ``_positional``
 
     async def rows(self, statement: DirectStatement, values: Any) -> list[Any]:
         """Run ``statement`` with ``values`` (its parameters by name); its rows (tuples)."""
-        return await self._run(statement.sql, statement.parameters(values), fetch=True)
+        return await self._run(*self._positional(statement, values), fetch=True)
 
     async def execute(self, statement: DirectStatement, values: Any) -> None:
         """Run ``statement`` with ``values``; committed when this returns."""
-        await self._run(statement.sql, statement.parameters(values), fetch=False)
+        await self._run(*self._positional(statement, values), fetch=False)
+
+    def _positional(self, statement: DirectStatement, values: Any) -> tuple[str, list[Any]]:
+        """``statement``'s SQL with ``$n`` placeholders, and its converted parameters in
+        that order."""
+        native = self._native.get(statement.sql)
+        if native is None:
+            native = self._native[statement.sql] = _numbered(statement.sql)
+        sql, names = native
+        converted = statement.parameters(values)
+        return sql, [converted[name] for name in names]
 
     async def aclose(self) -> None:
         """Close the idle connections (those in use close when their statement ends)."""
@@ -81,7 +99,7 @@ class DriverPool:
         async with self._slots:
             connection, opened = await self._checkout()
             try:
-                cursor = connection.cursor()
+                cursor = self._cursor(connection)
                 await cursor.execute(sql, parameters)
                 rows = list(await cursor.fetchall()) if fetch else []
                 await cursor.close()
@@ -128,3 +146,22 @@ class DriverPool:
             dialect=self._dialect,
         )
         return translated
+
+
+_PYFORMAT = re.compile(r"%\((\w+)\)s|%%")
+
+
+def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` as SQLAlchemy compiles it for psycopg (``%(name)s`` parameters, ``%%`` for a
+    literal ``%``) with ``$n`` placeholders instead; and the names, in ``$n`` order."""
+    names: dict[str, int] = {}
+
+    def number(found: re.Match[str]) -> str:
+        name = found.group(1)
+        if name is None:
+            return "%"
+        if name not in names:
+            names[name] = len(names) + 1
+        return f"${names[name]}"
+
+    return _PYFORMAT.sub(number, sql), tuple(names)

@@ -72,17 +72,14 @@ class LessonsAndKnowledge:
         """``LessonRepository.candidates``: active lessons sharing a key with ``scope``."""
         return self.candidates_with_generation(scope)[0]
 
-    def parameters(self, scope: Scope) -> dict[str, Any]:
-        """The values ``statement`` (the joint read, compiled) takes for ``scope``."""
-        return {
-            "keys": keys_parameter(self._dialect, sorted(lookup_keys(scope))),
-            "ns": self.knowledge.namespace,
-        }
+    def keys_values(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The values ``statement`` (the joint read, compiled) takes for sorted lookup keys."""
+        return {"keys": keys_parameter(self._dialect, keys), "ns": self.knowledge.namespace}
 
     def candidates_with_generation(self, scope: Scope) -> tuple[list[Lesson], int]:
         """(``LessonRepository.candidates(scope)``, ``knowledge.generation()``): one
         statement, one round trip, whatever the scope (an empty one matches no lesson)."""
-        values = self.parameters(scope)
+        values = self.keys_values(sorted(lookup_keys(scope)))
 
         def select() -> Sequence[Any]:
             with translate_errors(self._engine.url):
