@@ -95,8 +95,11 @@ def is_noise(text: str) -> bool:
     in_runs = sum(len(run) for run in _SEPARATOR_RUN.findall(dense))
     if 2 * in_runs >= len(dense):
         return True
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return all(_PAGE_MARKER.fullmatch(line) for line in lines)
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not _PAGE_MARKER.fullmatch(stripped):
+            return False
+    return True
 
 
 def dedup_key(text: str) -> str:

@@ -166,3 +166,29 @@ def test_compose_never_raises_and_never_exceeds_the_budget(
     assert len(result.chunks_used) <= len(items)
     if result.truncated:
         assert result.chunks_used == (items[0],)
+
+
+@settings(max_examples=300)
+@given(texts)
+def test_arabic_share_counts_every_non_space_character_once(text: str) -> None:
+    from contextstore.analysis import _ARABIC_CHAR, is_arabic_text
+
+    non_space = [ch for ch in text if not ch.isspace()]
+    arabic = len(_ARABIC_CHAR.findall(text))
+    assert is_arabic_text(text) == (bool(non_space) and arabic * 10 >= len(non_space) * 3)
+
+
+@settings(max_examples=300)
+@given(texts)
+def test_page_marker_noise_is_every_non_blank_line_a_marker(text: str) -> None:
+    from contextstore.compose import _PAGE_MARKER, _SEPARATOR_RUN, is_noise
+
+    dense = "".join(text.split())
+    in_runs = sum(len(run) for run in _SEPARATOR_RUN.findall(dense))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    expected = (
+        not dense
+        or 2 * in_runs >= len(dense)
+        or all(_PAGE_MARKER.fullmatch(line) for line in lines)
+    )
+    assert is_noise(text) == expected

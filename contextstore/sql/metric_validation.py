@@ -54,6 +54,8 @@ def checked_text(name: str, value: object, *, limit: int | None, required: bool)
     # PostgreSQL refuses both in text; refuse them everywhere so both databases agree.
     if "\x00" in value:
         raise ValidationError(name, "must not contain NUL characters")
+    if value.isascii():  # answered without a scan; ASCII holds no surrogate
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
