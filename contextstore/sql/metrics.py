@@ -25,11 +25,13 @@ from contextstore.metrics import QueryMetric
 from contextstore.sql.database import read_only, tolerating_bytes
 from contextstore.sql.direct import DirectStatement
 from contextstore.sql.metric_queries import (
+    RUN_LESSONS,
     Group,
     bucket_index,
     filter_conditions,
     grouped_figures,
     grouping,
+    grouping_figures,
     lateral_series,
     ranged_series,
     report_figures,
@@ -256,8 +258,7 @@ class MetricsRepository:
             lesson=lesson,
         )
         conditions = self._conditions(filters)
-        dialect = self._engine.dialect.name
-        group_by = None if by is None else grouping(dialect, by)
+        chosen_grouping = None if by is None else grouping(by)
 
         def read(
             connection: sa.Connection,
@@ -267,8 +268,8 @@ class MetricsRepository:
             overall, grouped = report_figures(connection, conditions, walk=walk, walk_on=walk_on)
             chosen = (
                 {}
-                if group_by is None
-                else grouped_figures(connection, conditions, *group_by, walk=walk, walk_on=walk_on)
+                if chosen_grouping is None
+                else grouping_figures(connection, filters, chosen_grouping)
             )
             return overall or EMPTY_FIGURES, grouped, chosen
 
@@ -307,12 +308,14 @@ class MetricsRepository:
 
         ``since`` (inclusive) and ``until`` (exclusive) are aware instants; ``namespace``
         ``None`` covers every namespace (lessons are shared by the database's namespaces).
-        Counted in SQL by unnesting the runs' traces; runs recorded before traces existed
-        count in ``runs`` but name no lesson. One snapshot, as ``report``.
+        Counted in SQL from ``query_metric_lessons`` (each run's lessons, kept from its traces
+        by triggers): a run naming a lesson twice counts once; runs recorded before traces
+        existed count in ``runs`` but name no lesson. One snapshot, as ``report``.
         """
         filters = MetricsFilter(since=since, until=until, namespace=namespace)
         conditions = self._conditions(filters)
         dialect = self._engine.dialect.name
+        named = filter_conditions(filters, dialect, rows=RUN_LESSONS)
         count = sa.select(sa.func.count()).select_from(QueryMetricRow).where(*conditions)
 
         def read(connection: sa.Connection) -> LessonStats:
@@ -320,7 +323,7 @@ class MetricsRepository:
             # An id holding bytes that are not UTF-8 (typed into SQLite by hand) is skipped.
             rows = [
                 row
-                for row in connection.execute(lesson_usage(dialect, conditions)).all()
+                for row in connection.execute(lesson_usage(named)).all()
                 if _readable_id(row.entity_id)
             ]
             usage = tuple(
