@@ -112,7 +112,7 @@ def test_upgrade_downgrade_to_base_and_upgrade_again(empty_database_url: str) ->
             "contextstore_lesson_scopes_audit",
             "contextstore_refuse",
             "contextstore_query_metric_lessons",
-            "contextstore_query_metric_lessons_update",
+            "contextstore_query_metric_lessons_write",
         }
 
     downgrade(url, "base")
