@@ -146,12 +146,12 @@ def walk_conditions(
     figures are the same either way.
     """
     bounded = filters.since is not None or filters.until is not None
-    if connection.dialect.name == "sqlite" and bounded and wide_walk(connection, filters):
+    if connection.dialect.name == "sqlite" and bounded and _wide_range(connection, filters):
         return filter_conditions(filters, "sqlite", walking=True, rows=rows)
     return list(conditions)
 
 
-def wide_walk(connection: sa.Connection, filters: MetricsFilter) -> bool:
+def _wide_range(connection: sa.Connection, filters: MetricsFilter) -> bool:
     """Whether a walk along a latency index steps over few rows it does not keep: always on
     PostgreSQL (its planner estimates a range itself), and on SQLite without time bounds or
     when the range holds at least ``WIDE_SHARE`` of the rows (see ``walk_conditions``)."""
@@ -203,25 +203,23 @@ def grouping_figures(
     """The figures per group of ``chosen`` of the rows ``filters`` select (``grouped_figures``).
 
     The groups walk their percentiles when ``walkable`` and ``walks_pay`` (for the grouped
-    table) allow; with more than ``WALK_GROUPS`` groups only along an index led by the
-    group (each group's walk steps over its own rows alone) and over a wide range
-    (``wide_walk``): over a narrow one, ranking the range once beats a walk per group.
+    table) allow. A group leading its own index walks it over any range: its walk steps
+    over that group's entries alone, each filtered by the range as it goes, so on SQLite the
+    time bounds are always written ``+recorded_at`` (``filter_conditions(walking=True)``),
+    keeping the planner on that index rather than sorting the range once per percentile.
     """
+    dialect = connection.dialect.name
     rows = chosen.rows
-    selected = filter_conditions(filters, connection.dialect.name, rows=rows)
+    selected = filter_conditions(filters, dialect, rows=rows)
     conditions = [*selected, *chosen.where]
     walk = walkable(filters) and walks_pay(connection, rows)
     walk_on = None
-    if walk:
+    if walk and _walked_index(chosen.key) == OWN_INDEX:
+        walk_on = [*filter_conditions(filters, dialect, walking=True, rows=rows), *chosen.where]
+    elif walk:
         walk_on = [*walk_conditions(connection, filters, selected, rows), *chosen.where]
     return grouped_figures(
-        connection,
-        conditions,
-        chosen.key,
-        rows=rows,
-        walk=walk,
-        walk_on=walk_on,
-        uncapped=walk and wide_walk(connection, filters),
+        connection, conditions, chosen.key, rows=rows, walk=walk, walk_on=walk_on
     )
 
 
@@ -507,7 +505,6 @@ def grouped_figures(
     rows: sa.Table = QUERY_METRICS,
     walk: bool = False,
     walk_on: Sequence[sa.ColumnElement[bool]] | None = None,
-    uncapped: bool = False,
 ) -> dict[Any, MetricsFigures]:
     """Figures per value of ``group`` (key ``None`` when ungrouped) over the rows of ``rows``
     that ``conditions`` select; groups without rows absent.
@@ -518,14 +515,15 @@ def grouped_figures(
     ``walk`` (see ``walkable``): when ``group`` is ``None`` or a column an index holds in
     response-time order, each percentile is read as the rows at its rank along the index
     (``ORDER BY response_ms LIMIT 2 OFFSET k``, from whichever end is nearer), with no
-    sort: for at most ``WALK_GROUPS`` groups, or any number given ``uncapped`` when the
-    group leads its own index. Otherwise PostgreSQL sorts each group in
-    ``percentile_cont`` and other databases rank the rows with a window function.
+    sort: any number of groups when the group leads its own index (each walk steps over its
+    own group's entries), else at most ``WALK_GROUPS`` (each steps over every group's).
+    Otherwise PostgreSQL sorts each group's response times (``_gathered_figures``) and
+    other databases rank the rows with a window function.
     """
     walked_index = _walked_index(group)
     if walk and (group is None or walked_index is not None):
         sums = _sums(connection, conditions, group, rows)
-        few = len(sums) <= WALK_GROUPS or (uncapped and walked_index == OWN_INDEX)
+        few = len(sums) <= WALK_GROUPS or walked_index == OWN_INDEX
         # A walk sends each group's key back as a parameter; a key holding bytes that are
         # not UTF-8 (typed into SQLite by hand) cannot be sent, so those groups are ranked.
         if few and all(_sendable(key) for key in sums):

@@ -293,8 +293,8 @@ def many_groups(count: int = 240, seed: int = 5) -> list[QueryMetric]:
 
 RANGES: list[dict[str, Any]] = [
     {},
-    {"since": T0 + timedelta(hours=2)},  # wide: walked on SQLite
-    {"since": T0 + timedelta(hours=3), "until": T0 + timedelta(hours=4)},  # narrow: ranked
+    {"since": T0 + timedelta(hours=2)},  # wide
+    {"since": T0 + timedelta(hours=3), "until": T0 + timedelta(hours=4)},  # narrow
     {"worker_prefix": "worker-0", "cache_hit": False},
 ]
 
@@ -351,7 +351,7 @@ def test_reports_by_many_workers_and_lessons_equal_python(engine: sa.Engine) -> 
 def test_walking_every_group_equals_the_sorted_path(
     engine: sa.Engine, by: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same rows, the same groups: walked along each group's own index (uncapped), and
+    """The same rows, the same groups: walked along each group's own index (any number), and
     sorted (PostgreSQL's arrays, SQLite's window), give identical figures."""
     MetricsRepository(engine).record_many(many_groups())
     walks: list[int] = []
@@ -380,10 +380,26 @@ def test_walking_every_group_equals_the_sorted_path(
                 rows=rows,
                 walk=True,
                 walk_on=walk_on,
-                uncapped=True,
             )
             unwalked = grouped_figures(connection, conditions, chosen_grouping.key, rows=rows)
         assert len(walked) > WALK_GROUPS
         assert walks == [len(walked)]  # one walk of every group; the other path sorted
         assert walked == unwalked
         walks.clear()
+
+
+def test_a_report_by_lesson_filtered_by_a_lesson_equals_python(engine: sa.Engine) -> None:
+    """Runs that included one lesson, grouped by every lesson they included."""
+    metrics = MetricsRepository(engine)
+    rows = many_groups()
+    metrics.record_many(rows)
+    for lesson in LESSONS[:3]:
+        wanted = [row for row in chosen(rows, {}) if lesson in row.trace.lessons_included]
+        report = metrics.report(namespace="ns", lesson=lesson, by="lesson")
+        assert_figures(report, wanted)
+        named = {other for row in wanted for other in row.trace.lessons_included}
+        assert {group.key for group in report.groups} == named
+        for group in report.groups:
+            assert_figures(
+                group, [row for row in wanted if group.key in row.trace.lessons_included]
+            )
