@@ -35,7 +35,7 @@ from contextstore.matching import Lesson, Scope
 from contextstore.metrics import QueryMetric
 from contextstore.sql.database import _check_sqlite_path, _configure_sqlite, _safe, normalise_url
 from contextstore.sql.knowledge import KnowledgeBase
-from contextstore.sql.metrics import LessonStats, MetricsReport, MetricsRepository
+from contextstore.sql.metrics import GroupRow, LessonStats, MetricsReport, MetricsRepository
 from contextstore.sql.repository import ImportSummary, LessonRepository
 from contextstore.sql.run_reads import LessonsAndKnowledge
 
@@ -222,6 +222,10 @@ class AsyncMetricsRepository(_Bridge):
 
     async def lesson_stats(self, **filters: Any) -> LessonStats:
         result: LessonStats = await self._call("lesson_stats", **filters)
+        return result
+
+    async def groups(self, by: str, **filters: Any) -> tuple[GroupRow, ...]:
+        result: tuple[GroupRow, ...] = await self._call("groups", by, **filters)
         return result
 
 

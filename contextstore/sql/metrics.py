@@ -297,6 +297,39 @@ class MetricsRepository:
             groups=_group_rows(by, chosen),
         )
 
+    def groups(
+        self,
+        by: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        namespace: str | None = None,
+        worker_prefix: str | None = None,
+        complexity: str | None = None,
+        intent: str | None = None,
+        cache_hit: bool | None = None,
+        lesson: str | None = None,
+    ) -> tuple[GroupRow, ...]:
+        """``report(by=by, ...).groups`` alone, in a snapshot of its own: for a caller that
+        reads the overall figures in another transaction side by side (the console's
+        overview), so the two statements run at once rather than one after the other."""
+        filters = MetricsFilter(
+            since=since,
+            until=until,
+            namespace=namespace,
+            worker_prefix=worker_prefix,
+            complexity=complexity,
+            intent=intent,
+            cache_hit=cache_hit,
+            lesson=lesson,
+        )
+        self._conditions(filters)  # validates every filter before anything is read
+        chosen = grouping(by)
+        grouped = self._read(
+            lambda connection: grouping_figures(connection, filters, chosen), snapshot=True
+        )
+        return _group_rows(by, grouped)
+
     def lesson_stats(
         self,
         *,

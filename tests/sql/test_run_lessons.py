@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from contextstore.errors import ValidationError
 from contextstore.metrics import QueryMetric, RunTrace
 from contextstore.sql import metric_queries
 from contextstore.sql.database import create_database_engine, downgrade, migrate
@@ -403,3 +404,19 @@ def test_a_report_by_lesson_filtered_by_a_lesson_equals_python(engine: sa.Engine
             assert_figures(
                 group, [row for row in wanted if group.key in row.trace.lessons_included]
             )
+
+
+@pytest.mark.parametrize("by", ["lesson", "worker", "intent", "complexity"])
+def test_groups_alone_equal_the_reports_groups(engine: sa.Engine, by: str) -> None:
+    metrics = MetricsRepository(engine)
+    metrics.record_many(many_groups())
+    for filters in RANGES:
+        alone = metrics.groups(by, namespace="ns", **filters)
+        assert alone == metrics.report(namespace="ns", by=by, **filters).groups
+        assert alone
+    with pytest.raises(ValidationError) as caught:
+        metrics.groups("query")
+    assert caught.value.field == "by"
+    with pytest.raises(ValidationError) as caught:
+        metrics.groups("lesson", cache_hit="yes")  # type: ignore[arg-type]
+    assert caught.value.field == "cache_hit"
