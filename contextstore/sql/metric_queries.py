@@ -473,8 +473,9 @@ def _aggregates(rows: sa.Table = QUERY_METRICS) -> list[sa.ColumnElement[Any]]:
 
 
 WALK_GROUPS = 8
-"""Most groups whose percentiles are read by walking an index the group does not lead (or
-over a narrow range); more are sorted. A group leading its own index walks however many."""
+"""Most groups whose percentiles are read by walking an index the group does not lead (each
+walk steps over every group's rows); more are sorted. A group leading its own index walks
+however many."""
 
 
 def walkable(filters: MetricsFilter) -> bool:
@@ -646,7 +647,7 @@ def report_figures(
 
 
 VISIBLE_TO_WALK = 0.9
-"""Least share of ``query_metrics``' pages PostgreSQL must know all-visible for a walk."""
+"""Least share of a table's pages PostgreSQL must know all-visible for a walk over it."""
 
 
 def walks_pay(connection: sa.Connection, rows: sa.Table = QUERY_METRICS) -> bool:
