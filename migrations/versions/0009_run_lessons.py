@@ -26,11 +26,11 @@ write, ``record_many``, imports, ``metrics prune``, SQL typed by hand):
 
 PostgreSQL's delete trigger runs once per statement over its transition table (a prune of a
 million rows is one set-based DELETE); its insert and update triggers run per row, the update
-one only when one of those columns is set: for the engine's one-row write a row trigger
-costs about half what a statement trigger does, whose plan over a transition table is made
-anew on every statement. SQLite's run per row. An insert first removes
-lesson rows left under its id (SQLite's ``INSERT OR REPLACE`` deletes the row it replaces
-without firing delete triggers). Existing runs are copied as the revision runs.
+one only when one of those columns is set: on the engine's one-row write a row trigger
+measured about half the cost of a statement trigger over a transition table. SQLite's
+triggers run per row, and its insert trigger first removes lesson rows left under the new
+row's id (``INSERT OR REPLACE`` deletes the row it replaces without firing delete
+triggers). Existing runs are copied as the revision runs.
 
 ``ix_query_metrics_worker_latency`` (namespace, worker, response_ms, …) holds each worker's
 response times in order: a report by worker walks each worker's own entries, however many
