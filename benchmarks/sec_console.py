@@ -9,8 +9,9 @@ HTTP API call that reads the same figures on the same rows (``/v1/metrics/report
 ``/v1/lessons/stats``), the bare report without the page's series; requests alternate
 between the two. The target is the page's absolute time: under a second.
 
-PostgreSQL's table is written, analyzed and not vacuumed, as a fleet's table is between two
-autovacuum runs; its all-visible share is noted on each row.
+PostgreSQL's tables (the runs and each run's lessons, written by its triggers) are written,
+analyzed and not vacuumed, as a fleet's are between two autovacuum runs; their all-visible
+share is noted on each row.
 """
 
 from __future__ import annotations
@@ -126,11 +127,15 @@ def _write_rows(url: str, dialect: str, rows: int) -> str:
         store.metrics.count()  # migrates the schema
         with store.sql_engine.begin() as connection:
             connection.execute(_ROWS_SQL[dialect], {"namespace": NAMESPACE, "rows": rows})
+            # Both tables a report reads: the runs, and each run's lessons (their triggers
+            # wrote them), as autovacuum's ANALYZE would after such a batch.
             connection.exec_driver_sql("ANALYZE query_metrics")
+            connection.exec_driver_sql("ANALYZE query_metric_lessons")
             if dialect != "postgresql":
                 return ""
             visible, pages = connection.exec_driver_sql(
-                "SELECT relallvisible, relpages FROM pg_class WHERE relname = 'query_metrics'"
+                "SELECT sum(relallvisible), sum(relpages) FROM pg_class "
+                "WHERE relname IN ('query_metrics', 'query_metric_lessons')"
             ).one()
     return f"{100 * visible / max(pages, 1):.0f}% of pages all-visible"
 

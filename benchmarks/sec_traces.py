@@ -25,7 +25,7 @@ from benchmarks.context import Bench
 from benchmarks.report import Row, ms
 from benchmarks.timing import percentile, timed_call_ms
 from contextstore.metrics import QueryMetric, RunTrace
-from contextstore.sql.metric_queries import filter_conditions
+from contextstore.sql.metric_queries import RUN_LESSONS, filter_conditions
 from contextstore.sql.metric_validation import row_values
 from contextstore.sql.metrics import MetricsRepository
 from contextstore.sql.models import QueryMetricRow
@@ -97,8 +97,8 @@ def p50(call: Callable[[], object], repeats: int) -> float:
 
 
 def plan(engine: sa.Engine, dialect: str) -> str:
-    conditions = filter_conditions(MetricsFilter(namespace=NAMESPACE), dialect)
-    statement = lesson_usage(dialect, conditions)
+    conditions = filter_conditions(MetricsFilter(namespace=NAMESPACE), dialect, rows=RUN_LESSONS)
+    statement = lesson_usage(conditions)
     compiled = statement.compile(engine, compile_kwargs={"literal_binds": True})
     prefix = "EXPLAIN QUERY PLAN " if dialect == "sqlite" else "EXPLAIN "
     with engine.connect() as connection:

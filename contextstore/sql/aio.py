@@ -51,6 +51,7 @@ from contextstore.sql.direct import DirectStatement
 from contextstore.sql.knowledge import KnowledgeBase
 from contextstore.sql.metric_validation import row_values
 from contextstore.sql.metrics import (
+    GroupRow,
     LessonStats,
     MetricsReport,
     MetricsRepository,
@@ -338,6 +339,10 @@ class AsyncMetricsRepository(_Bridge):
 
     async def lesson_stats(self, **filters: Any) -> LessonStats:
         result: LessonStats = await self._call("lesson_stats", **filters)
+        return result
+
+    async def groups(self, by: str, **filters: Any) -> tuple[GroupRow, ...]:
+        result: tuple[GroupRow, ...] = await self._call("groups", by, **filters)
         return result
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -20,7 +20,7 @@ from sqlalchemy.orm import InstrumentedAttribute
 
 from contextstore.errors import ContextStoreError, ValidationError
 from contextstore.sql.metric_validation import aware, checked_text
-from contextstore.sql.models import QueryMetricRow
+from contextstore.sql.models import QueryMetricLessonRow, QueryMetricRow
 from contextstore.sql.report import (
     COMPLEXITY_ORDER,
     GROUPINGS,
@@ -29,13 +29,16 @@ from contextstore.sql.report import (
     MetricsFilter,
     interpolate,
 )
-from contextstore.sql.trace_queries import contains, unnest
+from contextstore.sql.trace_queries import contains
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 __all__ = [
+    "QUERY_METRICS",
+    "RUN_LESSONS",
     "WALK_GROUPS",
     "Group",
+    "Grouping",
     "bucket_index",
     "filter_conditions",
     "grouped_figures",
@@ -50,13 +53,19 @@ __all__ = [
 ]
 
 Group = sa.ColumnElement[Any] | InstrumentedAttribute[Any]
-"""What rows may be grouped by: a column of ``QueryMetricRow`` or an expression over it."""
+"""What rows may be grouped by: a column of the rows' table or an expression over it."""
+
+QUERY_METRICS: Final = cast(sa.Table, QueryMetricRow.__table__)
+RUN_LESSONS: Final = cast(sa.Table, QueryMetricLessonRow.__table__)
+"""The tables a report reads: the runs, and each run's lessons (with copies of the run's
+columns under the same names, so the same conditions and aggregates apply to either)."""
 
 
 def filter_conditions(
-    filters: MetricsFilter, dialect: str, *, walking: bool = False
+    filters: MetricsFilter, dialect: str, *, walking: bool = False, rows: sa.Table = QUERY_METRICS
 ) -> list[sa.ColumnElement[bool]]:
-    """WHERE clauses for ``filters``, validating them (``ValidationError`` naming the field).
+    """WHERE clauses for ``filters`` over ``rows``, validating them (``ValidationError``
+    naming the field).
 
     ``walking`` (SQLite): the time bounds are written ``+recorded_at``, which SQLite's
     planner may not answer from an index (its documented way to disqualify a term), so a
@@ -64,9 +73,9 @@ def filter_conditions(
     ``walk_conditions``). The same rows match.
     """
     conditions: list[sa.ColumnElement[bool]] = []
-    instant: Any = QueryMetricRow.recorded_at
+    instant: Any = rows.c.recorded_at
     if walking and dialect == "sqlite":
-        instant = _unindexed_instant()
+        instant = _unindexed_instant(rows)
     start = None if filters.since is None else aware("since", filters.since)
     end = None if filters.until is None else aware("until", filters.until)
     if start is not None and end is not None and start > end:
@@ -79,27 +88,38 @@ def filter_conditions(
         value = getattr(filters, name)
         if value is not None:
             text = checked_text(name, value, limit=None, required=False)
-            conditions.append(getattr(QueryMetricRow, name) == text)
+            conditions.append(rows.c[name] == text)
     if filters.worker_prefix:
         prefix = checked_text("worker_prefix", filters.worker_prefix, limit=None, required=False)
         # substr rather than LIKE: SQLite's LIKE ignores ASCII case, PostgreSQL's does not.
-        conditions.append(sa.func.substr(QueryMetricRow.worker, 1, len(prefix)) == prefix)
+        conditions.append(sa.func.substr(rows.c.worker, 1, len(prefix)) == prefix)
     if filters.cache_hit is not None:
         if not isinstance(filters.cache_hit, bool):
             raise ValidationError(
                 "cache_hit", f"must be a bool, got {type(filters.cache_hit).__name__}"
             )
-        conditions.append(QueryMetricRow.cache_hit.is_(filters.cache_hit))
+        conditions.append(rows.c.cache_hit.is_(filters.cache_hit))
     if filters.lesson is not None:
         lesson = checked_text("lesson", filters.lesson, limit=None, required=True)
-        conditions.append(contains(dialect, QueryMetricRow.lessons_included_ids, lesson))
+        if rows is QUERY_METRICS:
+            conditions.append(contains(dialect, QUERY_METRICS.c.lessons_included_ids, lesson))
+        else:
+            # The run's own lesson rows: one of them is this lesson, included.
+            named = RUN_LESSONS.alias("named")
+            conditions.append(
+                sa.exists().where(
+                    named.c.metric_id == rows.c.metric_id,
+                    named.c.lesson_id == lesson,
+                    named.c.included,
+                )
+            )
     return conditions
 
 
-def _unindexed_instant() -> sa.ColumnElement[Any]:
+def _unindexed_instant(rows: sa.Table) -> sa.ColumnElement[Any]:
     """SQLite: ``+recorded_at``, the instant as a term the planner may not answer from an index."""
     return sa.type_coerce(
-        sa.literal_column("+query_metrics.recorded_at"), QueryMetricRow.recorded_at.type
+        sa.literal_column(f"+{rows.name}.recorded_at"), QueryMetricRow.recorded_at.type
     )
 
 
@@ -111,8 +131,9 @@ def walk_conditions(
     connection: sa.Connection,
     filters: MetricsFilter,
     conditions: Sequence[sa.ColumnElement[bool]],
+    rows: sa.Table = QUERY_METRICS,
 ) -> list[sa.ColumnElement[bool]]:
-    """The conditions a percentile walk filters on (the rows of ``conditions``).
+    """The conditions a percentile walk filters on (the rows of ``conditions``, over ``rows``).
 
     SQLite cannot tell how many rows a time range holds (it is built without the histogram
     statistics), and given both ``since`` and ``until`` it guesses few: it reads the range
@@ -124,8 +145,18 @@ def walk_conditions(
     less, the planner's sort of the few is cheaper. The estimate only picks the plan: the
     figures are the same either way.
     """
+    bounded = filters.since is not None or filters.until is not None
+    if connection.dialect.name == "sqlite" and bounded and _wide_range(connection, filters):
+        return filter_conditions(filters, "sqlite", walking=True, rows=rows)
+    return list(conditions)
+
+
+def _wide_range(connection: sa.Connection, filters: MetricsFilter) -> bool:
+    """Whether a walk along a latency index steps over few rows it does not keep: always on
+    PostgreSQL (its planner estimates a range itself), and on SQLite without time bounds or
+    when the range holds at least ``WIDE_SHARE`` of the rows (see ``walk_conditions``)."""
     if connection.dialect.name != "sqlite" or (filters.since is None and filters.until is None):
-        return list(conditions)
+        return True
     unbounded = filter_conditions(replace(filters, since=None, until=None), "sqlite")
     row = QueryMetricRow.recorded_at
 
@@ -138,24 +169,58 @@ def walk_conditions(
         )
     ).one()
     if first is None or last is None:
-        return list(conditions)
+        return False
     start = first if filters.since is None else max(first, aware("since", filters.since))
     stop = last if filters.until is None else min(last, aware("until", filters.until))
     whole = (last - first).total_seconds()
     share = (stop - start).total_seconds() / whole if whole > 0 else 1.0
-    if share < WIDE_SHARE:
-        return list(conditions)
-    return filter_conditions(filters, "sqlite", walking=True)
+    return share >= WIDE_SHARE
 
 
-def grouping(dialect: str, by: str) -> tuple[Group, sa.FromClause | None]:
-    """What ``report(by=...)`` groups on, and the FROM it needs (``None``: the table alone)."""
+@dataclass(frozen=True)
+class Grouping:
+    """What ``report(by=...)`` groups: ``key`` over the rows of ``rows`` that ``where`` keeps
+    (besides the report's filters)."""
+
+    key: Group
+    rows: sa.Table
+    where: tuple[sa.ColumnElement[bool], ...] = ()
+
+
+def grouping(by: str) -> Grouping:
+    """What ``report(by=...)`` groups on: a lesson's runs are its rows in ``RUN_LESSONS``
+    that include it; the others are a column of the runs."""
     if by == "lesson":
-        each = unnest(dialect, QueryMetricRow.lessons_included_ids, "lesson_each")
-        return each.c.value, sa.join(QueryMetricRow, each, sa.true())
+        return Grouping(RUN_LESSONS.c.lesson_id, RUN_LESSONS, (RUN_LESSONS.c.included,))
     if by in ("complexity", "intent", "worker"):
-        return getattr(QueryMetricRow, by), None
+        return Grouping(QUERY_METRICS.c[by], QUERY_METRICS)
     raise ValidationError("by", f"must be one of {', '.join(GROUPINGS)}, got {by!r}")
+
+
+def grouping_figures(
+    connection: sa.Connection, filters: MetricsFilter, chosen: Grouping
+) -> dict[Any, MetricsFigures]:
+    """The figures per group of ``chosen`` of the rows ``filters`` select (``grouped_figures``).
+
+    The groups walk their percentiles when ``walkable`` and ``walks_pay`` (for the grouped
+    table) allow. A group leading its own index walks it over any range: its walk steps
+    over that group's entries alone, each filtered by the range as it goes, so on SQLite the
+    time bounds are always written ``+recorded_at`` (``filter_conditions(walking=True)``),
+    keeping the planner on that index rather than sorting the range once per percentile.
+    """
+    dialect = connection.dialect.name
+    rows = chosen.rows
+    selected = filter_conditions(filters, dialect, rows=rows)
+    conditions = [*selected, *chosen.where]
+    walk = walkable(filters) and walks_pay(connection, rows)
+    walk_on = None
+    if walk and _walked_index(chosen.key) == OWN_INDEX:
+        walk_on = [*filter_conditions(filters, dialect, walking=True, rows=rows), *chosen.where]
+    elif walk:
+        walk_on = [*walk_conditions(connection, filters, selected, rows), *chosen.where]
+    return grouped_figures(
+        connection, conditions, chosen.key, rows=rows, walk=walk, walk_on=walk_on
+    )
 
 
 JOINED_BUCKETS = 2000
@@ -298,7 +363,7 @@ def _day_walks(
     """
     walking = filter_conditions(filters, "sqlite", walking=True)
     size = timedelta(seconds=bucket_seconds)
-    instant = _unindexed_instant()
+    instant = _unindexed_instant(QUERY_METRICS)
 
     def narrow(index: Any) -> list[sa.ColumnElement[bool]]:
         start = EPOCH + int(index) * size
@@ -392,9 +457,9 @@ def bucket_index(dialect: str, bucket_seconds: int) -> sa.ColumnElement[int]:
     return (seconds - ((seconds % size) + size) % size) // size
 
 
-def _aggregates() -> list[sa.ColumnElement[Any]]:
+def _aggregates(rows: sa.Table = QUERY_METRICS) -> list[sa.ColumnElement[Any]]:
     """count, sums and first/last of the selected rows, as aggregates."""
-    row = QueryMetricRow
+    row = rows.c
     return [
         sa.func.count().label("n"),
         sa.func.sum(row.context_length).label("context_total"),
@@ -408,7 +473,9 @@ def _aggregates() -> list[sa.ColumnElement[Any]]:
 
 
 WALK_GROUPS = 8
-"""Most groups whose percentiles are read by walking the latency indexes; more are sorted."""
+"""Most groups whose percentiles are read by walking an index the group does not lead (each
+walk steps over every group's rows); more are sorted. A group leading its own index walks
+however many."""
 
 
 def walkable(filters: MetricsFilter) -> bool:
@@ -435,48 +502,53 @@ def grouped_figures(
     connection: sa.Connection,
     conditions: Sequence[sa.ColumnElement[bool]],
     group: Group | None,
-    source: sa.FromClause | None = None,
     *,
+    rows: sa.Table = QUERY_METRICS,
     walk: bool = False,
     walk_on: Sequence[sa.ColumnElement[bool]] | None = None,
 ) -> dict[Any, MetricsFigures]:
-    """Figures per value of ``group`` (key ``None`` when ungrouped); groups without rows absent.
+    """Figures per value of ``group`` (key ``None`` when ungrouped) over the rows of ``rows``
+    that ``conditions`` select; groups without rows absent.
 
-    ``source`` replaces ``query_metrics`` as the FROM (a join that unnests a trace array).
     Call it inside one read transaction (a snapshot): the sums and the percentiles may be
     read by separate statements, and must describe the same rows.
 
-    ``walk`` (see ``walkable``): when ``group`` is ``None`` or a column of the latency
-    indexes with at most ``WALK_GROUPS`` values, each percentile is read as the rows at its
-    rank along the index (``ORDER BY response_ms LIMIT 2 OFFSET k``, from whichever end is
-    nearer), with no sort. Otherwise PostgreSQL sorts each group in ``percentile_cont``
-    and other databases rank the rows with a window function.
+    ``walk`` (see ``walkable``): when ``group`` is ``None`` or a column an index holds in
+    response-time order, each percentile is read as the rows at its rank along the index
+    (``ORDER BY response_ms LIMIT 2 OFFSET k``, from whichever end is nearer), with no
+    sort: any number of groups when the group leads its own index (each walk steps over its
+    own group's entries), else at most ``WALK_GROUPS`` (each steps over every group's).
+    Otherwise PostgreSQL sorts each group's response times (``_gathered_figures``) and
+    other databases rank the rows with a window function.
     """
-    if walk and source is None and (group is None or _indexed(group)):
-        sums = _sums(connection, conditions, group)
+    walked_index = _walked_index(group)
+    if walk and (group is None or walked_index is not None):
+        sums = _sums(connection, conditions, group, rows)
+        few = len(sums) <= WALK_GROUPS or walked_index == OWN_INDEX
         # A walk sends each group's key back as a parameter; a key holding bytes that are
         # not UTF-8 (typed into SQLite by hand) cannot be sent, so those groups are ranked.
-        if len(sums) <= WALK_GROUPS and all(_sendable(key) for key in sums):
+        if few and all(_sendable(key) for key in sums):
             ranks = walked_percentiles(
                 connection,
                 conditions if walk_on is None else walk_on,
                 group,
                 {key: int(row["n"]) for key, row in sums.items()},
+                rows=rows,
             )
             return {key: _make_figures(row, ranks[key]) for key, row in sums.items()}
     key = (sa.null() if group is None else group).label("g")
+    if connection.dialect.name == "postgresql" and group is not None:
+        return _gathered_figures(connection, conditions, group, rows)
     if connection.dialect.name == "postgresql":
         # One ordered-set aggregate over an array of fractions sorts each group once; three
         # scalar percentile_cont calls would sort it three times (same arithmetic either way).
         fractions = sa.literal(list(PERCENTILES), postgresql.ARRAY(sa.Float()))
-        percentiles = sa.func.percentile_cont(fractions).within_group(QueryMetricRow.response_ms)
+        percentiles = sa.func.percentile_cont(fractions).within_group(rows.c.response_ms)
         statement = sa.select(
             key,
-            *_aggregates(),
+            *_aggregates(rows),
             sa.type_coerce(percentiles, postgresql.ARRAY(sa.Float())).label("p"),
         ).where(*conditions)
-        if source is not None:
-            statement = statement.select_from(source)
         if group is not None:
             statement = statement.group_by(group)
         results: dict[Any, MetricsFigures] = {}
@@ -485,8 +557,8 @@ def grouped_figures(
                 values = tuple(row["p"])
                 results[row["g"]] = _make_figures(row, values)
         return results
-    sums = _sums(connection, conditions, group, source)
-    ranked = _ranked(connection, conditions, group, key, source)
+    sums = _sums(connection, conditions, group, rows)
+    ranked = _ranked(connection, conditions, group, key, rows)
     return {
         group_key: _make_figures(
             row,
@@ -495,6 +567,50 @@ def grouped_figures(
             ),
         )
         for group_key, row in sums.items()
+    }
+
+
+def _gathered_figures(
+    connection: sa.Connection,
+    conditions: Sequence[sa.ColumnElement[bool]],
+    group: Group,
+    rows: sa.Table,
+) -> dict[Any, MetricsFigures]:
+    """PostgreSQL, not walking: each group's sums and its response times as an array, from
+    one hash aggregate over one scan; then each group's ``percentile_cont`` over its array.
+
+    ``percentile_cont`` in the GROUP BY itself would need its input sorted by group (an
+    ordered-set aggregate cannot be hashed): the planner then reads the rows in group order
+    along an index led by the group — a random heap read per row on a table not yet
+    vacuumed — or sorts them all before each group sorts its own again. An array per group
+    is the same values, so the same figures; only each group's own sort remains.
+    """
+    gathered = (
+        sa.select(
+            group.label("g"),
+            *_aggregates(rows),
+            sa.func.array_agg(rows.c.response_ms).label("times"),
+        )
+        .select_from(rows)
+        .where(*conditions)
+        .group_by(group)
+        .subquery("gathered")
+    )
+    each = sa.func.unnest(gathered.c.times).table_valued("time").render_derived(name="each")
+    fractions = sa.literal(list(PERCENTILES), postgresql.ARRAY(sa.Float()))
+    percentiles = (
+        sa.select(sa.func.percentile_cont(fractions).within_group(each.c.time))
+        .select_from(each)
+        .scalar_subquery()
+    )
+    statement = sa.select(
+        *(column for column in gathered.c if column.name != "times"),
+        sa.type_coerce(percentiles, postgresql.ARRAY(sa.Float())).label("p"),
+    )
+    return {
+        row["g"]: _make_figures(row, tuple(row["p"]))
+        for row in connection.execute(statement).mappings()
+        if row["n"]
     }
 
 
@@ -531,11 +647,12 @@ def report_figures(
 
 
 VISIBLE_TO_WALK = 0.9
-"""Least share of ``query_metrics``' pages PostgreSQL must know all-visible for a walk."""
+"""Least share of a table's pages PostgreSQL must know all-visible for a walk over it."""
 
 
-def walks_pay(connection: sa.Connection) -> bool:
-    """Whether walking the latency indexes beats sorting the rows, on this database now.
+def walks_pay(connection: sa.Connection, rows: sa.Table = QUERY_METRICS) -> bool:
+    """Whether walking the latency indexes of ``rows`` beats sorting the rows, on this
+    database now.
 
     SQLite reads a covering index alone: always. PostgreSQL's index-only scan reads a row's
     page as well, at random, unless the visibility map marks that page all-visible — which
@@ -547,12 +664,12 @@ def walks_pay(connection: sa.Connection) -> bool:
     """
     if connection.dialect.name != "postgresql":
         return True
-    visible, pages = connection.execute(_VISIBILITY).one()
+    visible, pages = connection.execute(_VISIBILITY, {"table": rows.name}).one()
     return bool(pages) and visible >= VISIBLE_TO_WALK * pages
 
 
 _VISIBILITY = sa.text(
-    "SELECT relallvisible, relpages FROM pg_class WHERE oid = 'query_metrics'::regclass"
+    "SELECT relallvisible, relpages FROM pg_class WHERE oid = CAST(:table AS regclass)"
 )
 
 
@@ -641,23 +758,36 @@ def _added(rows: Sequence[Mapping[Any, Any]]) -> dict[str, Any]:
     return added
 
 
-def _indexed(group: Group) -> bool:
-    """Whether ``group`` is a column the latency indexes hold (so a walk can filter on it)."""
-    columns = (QueryMetricRow.complexity, QueryMetricRow.intent, QueryMetricRow.worker)
-    return any(group is column for column in columns)
+OWN_INDEX = "own"
+SHARED_INDEX = "shared"
+_WALKED = {
+    ("query_metrics", "complexity"): OWN_INDEX,  # ix_query_metrics_complexity_latency
+    ("query_metrics", "worker"): OWN_INDEX,  # ix_query_metrics_worker_latency
+    ("query_metric_lessons", "lesson_id"): OWN_INDEX,  # ix_query_metric_lessons_latency
+    ("query_metrics", "intent"): SHARED_INDEX,  # filtered along ix_query_metrics_latency
+}
+
+
+def _walked_index(group: Group | None) -> str | None:
+    """How a walk reads ``group``'s percentiles: along an index it leads (``OWN_INDEX``),
+    filtering a shared one (``SHARED_INDEX``: steps over every group's rows), or not
+    (``None``: not a column an index holds in response-time order)."""
+    column = getattr(group, "__clause_element__", lambda: group)()
+    table = getattr(column, "table", None)
+    if not isinstance(column, sa.Column) or not isinstance(table, sa.Table):
+        return None
+    return _WALKED.get((table.name, column.name))
 
 
 def _sums(
     connection: sa.Connection,
     conditions: Sequence[sa.ColumnElement[bool]],
     group: Group | None,
-    source: sa.FromClause | None = None,
+    rows: sa.Table = QUERY_METRICS,
 ) -> dict[Any, sa.RowMapping]:
     """count, sums and first/last per value of ``group``: one GROUP BY, no sort of values."""
     key = (sa.null() if group is None else group).label("g")
-    statement = sa.select(key, *_aggregates()).where(*conditions)
-    if source is not None:
-        statement = statement.select_from(source)
+    statement = sa.select(key, *_aggregates(rows)).select_from(rows).where(*conditions)
     if group is not None:
         statement = statement.group_by(group)
     return {row["g"]: row for row in connection.execute(statement).mappings() if row["n"]}
@@ -670,6 +800,7 @@ def walked_percentiles(
     counts: dict[Any, int],
     *,
     narrow: Callable[[Any], Sequence[sa.ColumnElement[bool]]] | None = None,
+    rows: sa.Table = QUERY_METRICS,
 ) -> dict[Any, tuple[float, ...]]:
     """``PERCENTILES`` per group of ``counts`` (group value → rows), read along an index.
 
@@ -689,7 +820,7 @@ def walked_percentiles(
             taken = min(2, count - first)
             descending = first > (count - 1) / 2
             offset = count - first - taken if descending else first
-            order = QueryMetricRow.response_ms.desc() if descending else QueryMetricRow.response_ms
+            order = rows.c.response_ms.desc() if descending else rows.c.response_ms
             if narrow is not None:
                 narrowed = [*conditions, *narrow(group_key)]
             elif group is None:
@@ -697,7 +828,8 @@ def walked_percentiles(
             else:
                 narrowed = [*conditions, group == group_key]
             walk = (
-                sa.select(QueryMetricRow.response_ms.label("v"))
+                sa.select(rows.c.response_ms.label("v"))
+                .select_from(rows)
                 .where(*narrowed)
                 .order_by(order)
                 .limit(taken)
@@ -729,22 +861,24 @@ def _ranked(
     conditions: Sequence[sa.ColumnElement[bool]],
     group: Group | None,
     key: sa.Label[Any],
-    source: sa.FromClause | None,
+    rows: sa.Table,
 ) -> dict[Any, dict[int, float]]:
     """Percentiles without ``percentile_cont``: rank in SQL, fetch only the needed ranks.
 
     Only the group, the value, its rank and the group's size are windowed; the sums come
     from a plain GROUP BY (``_sums``), far cheaper than a window aggregate per column.
     """
-    rank = sa.func.row_number().over(partition_by=group, order_by=QueryMetricRow.response_ms)
-    inner = sa.select(
-        key,
-        QueryMetricRow.response_ms.label("v"),
-        (rank - 1).label("rk"),
-        sa.func.count().over(partition_by=group).label("n"),
-    ).where(*conditions)
-    if source is not None:
-        inner = inner.select_from(source)
+    rank = sa.func.row_number().over(partition_by=group, order_by=rows.c.response_ms)
+    inner = (
+        sa.select(
+            key,
+            rows.c.response_ms.label("v"),
+            (rank - 1).label("rk"),
+            sa.func.count().over(partition_by=group).label("n"),
+        )
+        .select_from(rows)
+        .where(*conditions)
+    )
     ranked = inner.subquery()
     # The two ranks around each percentile's position. CAST truncates, i.e. floors (rk ≥ 0).
     wanted = []

@@ -25,11 +25,13 @@ from contextstore.metrics import QueryMetric
 from contextstore.sql.database import read_only, tolerating_bytes
 from contextstore.sql.direct import DirectStatement
 from contextstore.sql.metric_queries import (
+    RUN_LESSONS,
     Group,
     bucket_index,
     filter_conditions,
     grouped_figures,
     grouping,
+    grouping_figures,
     lateral_series,
     ranged_series,
     report_figures,
@@ -264,8 +266,7 @@ class MetricsRepository:
             lesson=lesson,
         )
         conditions = self._conditions(filters)
-        dialect = self._engine.dialect.name
-        group_by = None if by is None else grouping(dialect, by)
+        chosen_grouping = None if by is None else grouping(by)
 
         def read(
             connection: sa.Connection,
@@ -275,8 +276,8 @@ class MetricsRepository:
             overall, grouped = report_figures(connection, conditions, walk=walk, walk_on=walk_on)
             chosen = (
                 {}
-                if group_by is None
-                else grouped_figures(connection, conditions, *group_by, walk=walk, walk_on=walk_on)
+                if chosen_grouping is None
+                else grouping_figures(connection, filters, chosen_grouping)
             )
             return overall or EMPTY_FIGURES, grouped, chosen
 
@@ -304,6 +305,39 @@ class MetricsRepository:
             groups=_group_rows(by, chosen),
         )
 
+    def groups(
+        self,
+        by: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        namespace: str | None = None,
+        worker_prefix: str | None = None,
+        complexity: str | None = None,
+        intent: str | None = None,
+        cache_hit: bool | None = None,
+        lesson: str | None = None,
+    ) -> tuple[GroupRow, ...]:
+        """``report(by=by, ...).groups`` alone, in a snapshot of its own: for a caller that
+        reads the overall figures in another transaction side by side (the console's
+        overview), so the two statements run at once rather than one after the other."""
+        filters = MetricsFilter(
+            since=since,
+            until=until,
+            namespace=namespace,
+            worker_prefix=worker_prefix,
+            complexity=complexity,
+            intent=intent,
+            cache_hit=cache_hit,
+            lesson=lesson,
+        )
+        self._conditions(filters)  # validates every filter before anything is read
+        chosen = grouping(by)
+        grouped = self._read(
+            lambda connection: grouping_figures(connection, filters, chosen), snapshot=True
+        )
+        return _group_rows(by, grouped)
+
     def lesson_stats(
         self,
         *,
@@ -315,12 +349,14 @@ class MetricsRepository:
 
         ``since`` (inclusive) and ``until`` (exclusive) are aware instants; ``namespace``
         ``None`` covers every namespace (lessons are shared by the database's namespaces).
-        Counted in SQL by unnesting the runs' traces; runs recorded before traces existed
-        count in ``runs`` but name no lesson. One snapshot, as ``report``.
+        Counted in SQL from ``query_metric_lessons`` (each run's lessons, kept from its traces
+        by triggers): a run naming a lesson twice counts once; runs recorded before traces
+        existed count in ``runs`` but name no lesson. One snapshot, as ``report``.
         """
         filters = MetricsFilter(since=since, until=until, namespace=namespace)
         conditions = self._conditions(filters)
         dialect = self._engine.dialect.name
+        named = filter_conditions(filters, dialect, rows=RUN_LESSONS)
         count = sa.select(sa.func.count()).select_from(QueryMetricRow).where(*conditions)
 
         def read(connection: sa.Connection) -> LessonStats:
@@ -328,7 +364,7 @@ class MetricsRepository:
             # An id holding bytes that are not UTF-8 (typed into SQLite by hand) is skipped.
             rows = [
                 row
-                for row in connection.execute(lesson_usage(dialect, conditions)).all()
+                for row in connection.execute(lesson_usage(named)).all()
                 if _readable_id(row.entity_id)
             ]
             usage = tuple(

@@ -236,6 +236,68 @@ class QueryMetricRow(Base):
             "recorded_at",
             *REPORT_COLUMNS,
         ),
+        # Revision 0009: each worker's response times in order, so a report by worker walks
+        # every worker's own rows, however many workers there are.
+        sa.Index(
+            "ix_query_metrics_worker_latency",
+            "namespace",
+            "worker",
+            "response_ms",
+            "recorded_at",
+            "complexity",
+            *(column for column in REPORT_COLUMNS if column != "worker"),
+        ),
+    )
+
+
+# The columns of ``query_metrics`` that ``query_metric_lessons`` copies: all a report filters,
+# sums or orders on (revision 0009's triggers keep the copies).
+RUN_LESSON_COPIES = ("namespace", "recorded_at", "response_ms", "complexity", *REPORT_COLUMNS)
+
+
+class QueryMetricLessonRow(Base):
+    """``query_metric_lessons``: one row per (``query_metrics`` row, lesson id its trace names).
+
+    Written only by database triggers on ``query_metrics`` (revision 0009), from whatever
+    writes it — the library, an import, a person typing SQL. ``matched`` and ``included``
+    say which of the run's arrays name the lesson (a lesson named twice is one row); every
+    other column is a copy of the run's, so reports by lesson and the lesson statistics read
+    ``ix_query_metric_lessons_latency`` alone, never the runs' JSON.
+    """
+
+    __tablename__ = "query_metric_lessons"
+
+    metric_id: Mapped[int] = mapped_column(BigIntegerId, primary_key=True)
+    lesson_id: Mapped[str] = mapped_column(sa.Text(), primary_key=True)
+    matched: Mapped[bool] = mapped_column(sa.Boolean(), nullable=False)
+    included: Mapped[bool] = mapped_column(sa.Boolean(), nullable=False)
+    namespace: Mapped[str] = mapped_column(sa.String(128), nullable=False)
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime(), nullable=False)
+    response_ms: Mapped[float] = mapped_column(sa.Float(), nullable=False)
+    complexity: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    intent: Mapped[str] = mapped_column(sa.String(16), nullable=False)
+    worker: Mapped[str] = mapped_column(sa.String(128), nullable=False)
+    cache_hit: Mapped[bool] = mapped_column(sa.Boolean(), nullable=False)
+    guard_passed: Mapped[bool] = mapped_column(sa.Boolean(), nullable=False)
+    context_length: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+    lessons_matched: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+    lessons_included: Mapped[int] = mapped_column(sa.Integer(), nullable=False)
+
+    __table_args__ = (
+        # A lesson's runs in response-time order, those including it first-class: a report by
+        # lesson walks (OFFSET k) each lesson's included runs; the statistics group the
+        # lessons in index order.
+        sa.Index(
+            "ix_query_metric_lessons_latency",
+            "namespace",
+            "lesson_id",
+            "included",
+            "response_ms",
+            "matched",
+            "recorded_at",
+            "complexity",
+            *REPORT_COLUMNS,
+        ),
     )
 
 

@@ -1,9 +1,10 @@
-"""SQL over the runs' traces: the JSON arrays of ``query_metrics`` unnested in the database.
+"""SQL over the runs' traces: the lessons each run named, in the database.
 
-PostgreSQL stores the arrays as ``jsonb`` and unnests them with ``jsonb_array_elements_text``
-in a LATERAL join; SQLite stores JSON text and unnests it with ``json_each``, whose argument
-may name a column of a table to its left. Either way the rows never come to Python: a report
-grouped or filtered by lesson, and the lesson statistics, are one statement each.
+A lesson filter tests the JSON array ``lessons_included_ids`` itself: PostgreSQL stores the
+arrays as ``jsonb`` and tests containment; SQLite stores JSON text and unnests it with
+``json_each``. The lesson statistics (and reports by lesson) read ``query_metric_lessons``,
+the arrays as rows that triggers keep (revision 0009). Either way the rows never come to
+Python: each is one statement.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from contextstore.sql.models import LessonRow, QueryMetricRow
+from contextstore.sql.models import LessonRow, QueryMetricLessonRow, QueryMetricRow
 
 __all__ = ["contains", "lesson_usage", "unnest"]
 
@@ -37,46 +38,28 @@ def contains(dialect: str, column: Any, value: str) -> sa.ColumnElement[bool]:
     return sa.exists(sa.select(sa.literal(1)).select_from(each).where(each.c.value == value))
 
 
-def _unnested(
-    dialect: str, column: Any, conditions: Sequence[sa.ColumnElement[bool]], included: bool
-) -> sa.Select[Any]:
-    """One row per (selected run, lesson id in ``column``), flagged matched or included."""
-    each = unnest(dialect, column, "included_each" if included else "matched_each")
-    flag = sa.literal(1 if included else 0, sa.Integer())
-    return (
-        sa.select(
-            each.c.value.label("lesson_id"),
-            (1 - flag).label("matched"),
-            flag.label("included"),
-            (QueryMetricRow.recorded_at if included else sa.null()).label("included_at"),
-        )
-        .select_from(sa.join(QueryMetricRow, each, sa.true()))
-        .where(*conditions)
-    )
-
-
-def lesson_usage(dialect: str, conditions: Sequence[sa.ColumnElement[bool]]) -> sa.Select[Any]:
+def lesson_usage(conditions: Sequence[sa.ColumnElement[bool]]) -> sa.Select[Any]:
     """Per lesson: ``entity_id``, ``status`` (now; null once deleted), ``runs_matched``,
     ``runs_included``, ``last_included_at`` and ``used`` (1 when some selected run matched or
     included it), for every lesson the selected runs name and every active lesson; most
     included first, then most matched, then entity id.
 
-    One statement, reading the selected rows twice (once per array): the two unnested
-    arrays are stacked and grouped once, and the active lessons missing from that grouping
-    are appended with zero counts.
+    ``conditions`` select rows of ``query_metric_lessons`` (one per run and lesson it names,
+    ``contextstore.sql.metric_queries.filter_conditions(rows=RUN_LESSONS)``): one statement
+    groups them in the order of its index, led by (namespace, lesson_id), so no run's JSON
+    is read and nothing is sorted but the lessons; the active lessons missing from that
+    grouping are appended with zero counts.
     """
-    stacked = sa.union_all(
-        _unnested(dialect, QueryMetricRow.lessons_matched_ids, conditions, included=False),
-        _unnested(dialect, QueryMetricRow.lessons_included_ids, conditions, included=True),
-    ).subquery("stacked")
+    named = QueryMetricLessonRow
     usage = (
         sa.select(
-            stacked.c.lesson_id,
-            sa.func.sum(stacked.c.matched).label("runs_matched"),
-            sa.func.sum(stacked.c.included).label("runs_included"),
-            sa.func.max(stacked.c.included_at).label("last_included_at"),
+            named.lesson_id,
+            sa.func.sum(sa.case((named.matched, 1), else_=0)).label("runs_matched"),
+            sa.func.sum(sa.case((named.included, 1), else_=0)).label("runs_included"),
+            sa.func.max(sa.case((named.included, named.recorded_at))).label("last_included_at"),
         )
-        .group_by(stacked.c.lesson_id)
+        .where(*conditions)
+        .group_by(named.lesson_id)
         .cte("usage")
     )
     used = sa.select(

@@ -25,8 +25,9 @@ from contextstore.sql.database import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0008_day_latency_index"
+HEAD = "0009_run_lessons"
 TABLES = {
+    "query_metric_lessons",
     "lessons",
     "lesson_scopes",
     "lesson_events",
@@ -110,6 +111,8 @@ def test_upgrade_downgrade_to_base_and_upgrade_again(empty_database_url: str) ->
             "contextstore_lessons_lifecycle",
             "contextstore_lesson_scopes_audit",
             "contextstore_refuse",
+            "contextstore_query_metric_lessons",
+            "contextstore_query_metric_lessons_write",
         }
 
     downgrade(url, "base")
@@ -271,7 +274,7 @@ def test_0008_indexes_each_day_on_sqlite_only_and_analyzes_it_where_statistics_e
             )
             if sqlite:
                 connection.exec_driver_sql("ANALYZE")
-        migrate(url)
+        migrate(url, "0008_day_latency_index")
         with engine.connect() as connection:
             added = set(connection.execute(indexes).scalars()) - before
             assert added == ({"ix_query_metrics_day_latency"} if sqlite else set())

@@ -8,6 +8,7 @@ agree to the last digit, and the database does the counting whatever the number 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -98,8 +99,9 @@ async def _overview(request: Request, visitor: Visitor) -> Response:
     namespace = visitor.principal.namespace
     metrics = backends.metrics
     # The bucket needs the range's ends; open ends are read from the index (instant), so
-    # the report and the series, each a full sort of the range, can then run side by side.
-    # (Two transactions: while agents write, the charts may hold a few runs the tiles do not.)
+    # the report, the series and the groups can then run side by side. (Separate
+    # transactions: while agents write, the charts and the groups may hold a few runs the
+    # tiles do not.)
     first, last = chosen.since, chosen.until
     if first is not None and last is None:
         last = now
@@ -107,21 +109,25 @@ async def _overview(request: Request, visitor: Visitor) -> Response:
         first, last_run = await backends.call(lambda: metrics.span(namespace=namespace))
         last = last or last_run
     bucket = bucket_seconds(first, last)
+    since, until = chosen.since, chosen.until
     # Grouped by complexity, the report's own by_complexity serves; any other grouping is
-    # one more sort of the range, asked for only when chosen.
-    group_by = None if by == "complexity" else by
-    report, series = await asyncio.gather(
-        backends.call(
-            lambda: metrics.report(
-                since=chosen.since, until=chosen.until, namespace=namespace, by=group_by
-            )
-        ),
+    # read beside the report and the series, in a transaction of its own (as the series
+    # is), so the three statements run at once rather than one after the other.
+    reads: list[Any] = [
+        backends.call(lambda: metrics.report(since=since, until=until, namespace=namespace)),
         backends.call(
             lambda: metrics.series(
-                bucket_seconds=bucket, since=chosen.since, until=chosen.until, namespace=namespace
+                bucket_seconds=bucket, since=since, until=until, namespace=namespace
             )
         ),
-    )
+    ]
+    if by != "complexity":
+        reads.append(
+            backends.call(lambda: metrics.groups(by, since=since, until=until, namespace=namespace))
+        )
+    report, series, *grouped = await asyncio.gather(*reads)
+    if grouped:
+        report = replace(report, by=by, groups=grouped[0])
     groups = _groups(report, by)
     context = {
         "range": chosen,
