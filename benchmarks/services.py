@@ -191,13 +191,22 @@ class SqlCounter:
     """Statements a SQLite engine's connections run (BEGIN and COMMIT included), counted by
     the driver itself (``sqlite3``'s trace callback): statements sent through
     ``Connection.execute`` and those sent on the driver connection
-    (``contextstore.sql.direct``) alike. ``commits``: the COMMITs and ROLLBACKs among them."""
+    (``contextstore.sql.direct``) alike. ``commits``: the COMMITs and ROLLBACKs among them.
+
+    The statements of a trigger (``query_metric_lessons``'s, on every metrics row) are traced
+    too, each with the text of the statement that fired it (or, by some drivers, as an SQL
+    comment naming the trigger): a text traced again right after itself counts once (a run
+    never sends the same statement twice in a row), and comments not at all."""
 
     statements: int = 0
     commits: int = 0
+    _last: str | None = None
 
     def attach(self, engine: sa.Engine) -> SqlCounter:
         def on_statement(sql: str) -> None:
+            if sql == self._last or sql.startswith("--"):
+                return
+            self._last = sql
             self.statements += 1
             if sql.lstrip().upper().startswith(("COMMIT", "ROLLBACK")):
                 self.commits += 1
