@@ -25,7 +25,7 @@ from contextstore.sql.database import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAD = "0009_run_lessons"
+HEAD = "0010_metrics_autovacuum"
 TABLES = {
     "query_metric_lessons",
     "lessons",
@@ -284,6 +284,36 @@ def test_0008_indexes_each_day_on_sqlite_only_and_analyzes_it_where_statistics_e
         downgrade(url, "0007_search_index")
         with engine.connect() as connection:
             assert set(connection.execute(indexes).scalars()) == before
+    finally:
+        engine.dispose()
+
+
+def test_0010_autovacuums_the_metrics_tables_after_one_percent_of_new_rows(
+    empty_database_url: str,
+) -> None:
+    url = empty_database_url
+    migrate(url, "0009_run_lessons")
+    engine = create_database_engine(url)
+    options = sa.text(
+        "SELECT relname, reloptions FROM pg_class WHERE relnamespace = "
+        "current_schema()::regnamespace AND relname IN ('query_metrics', 'query_metric_lessons')"
+    )
+    try:
+        migrate(url, "0010_metrics_autovacuum")
+        if engine.dialect.name == "sqlite":
+            assert current_revision(url) == "0010_metrics_autovacuum"
+            return
+        with engine.connect() as connection:
+            assert {name: value for name, value in connection.execute(options)} == {
+                "query_metrics": ["autovacuum_vacuum_insert_scale_factor=0.01"],
+                "query_metric_lessons": ["autovacuum_vacuum_insert_scale_factor=0.01"],
+            }
+        downgrade(url, "0009_run_lessons")
+        with engine.connect() as connection:
+            assert {name: value for name, value in connection.execute(options)} == {
+                "query_metrics": None,
+                "query_metric_lessons": None,
+            }
     finally:
         engine.dispose()
 
