@@ -12,8 +12,9 @@ unless ``alone(error)`` says the error may belong to one item only (a row a cons
 refuses, say): then each item is sent again on its own, so only its caller fails. A caller
 cancelled while its batch is in flight does not withdraw its item.
 
-Used for the async engine's metrics rows (one multi-row INSERT, ``contextstore.sql.aio``)
-and Redis calls (one pipeline, ``contextstore.redis.ops``).
+Used for the async engine's metrics rows (one multi-row INSERT) and, on PostgreSQL, lesson
+reads (one statement over the union of the runs' keys), both in ``contextstore.sql.aio``, and
+for its Redis calls (one pipeline, ``contextstore.redis.ops``).
 """
 
 from __future__ import annotations
