@@ -125,19 +125,17 @@ class _CandidateReads:
     A candidate row is a lesson and one key of the read that it matched, so the rows of a
     run's own keys are exactly the rows its own statement would return; a row without an
     entity id (the knowledge generation of the joint read) belongs to every run.
-    ``values(keys)`` gives the statement's values for sorted keys.
+    ``read(keys)`` gives the statement and its values for sorted keys (``candidates_read``).
     """
 
     def __init__(
         self,
         pool: DriverPool,
-        statement: DirectStatement,
-        values: Callable[[list[str]], dict[str, Any]],
+        read: Callable[[list[str]], tuple[DirectStatement, dict[str, Any]]],
         url: sa.URL,
     ) -> None:
         self._pool = pool
-        self._statement = statement
-        self._values = values
+        self._statement_for = read
         self._url = url
         self._batch: Batcher[list[str], list[Any]] = Batcher(self._read, limit=READS_PER_STATEMENT)
 
@@ -148,7 +146,7 @@ class _CandidateReads:
     async def _read(self, reads: list[list[str]]) -> list[list[Any]]:
         union = sorted(set().union(*reads)) if len(reads) > 1 else reads[0]
         with translate_errors(self._url):
-            rows = await self._pool.rows(self._statement, self._values(union))
+            rows = await self._pool.rows(*self._statement_for(union))
         if len(reads) == 1:
             return [rows]
         shared: list[Any] = []
@@ -211,13 +209,7 @@ class AsyncLessonRepository(_Bridge):
         super().__init__(target, ready)
         self._reads: _CandidateReads | None = None
         if pool is not None:
-            statement, _ = target.candidates_read(["-"])
-            self._reads = _CandidateReads(
-                pool,
-                statement,
-                lambda keys: target.candidates_read(keys)[1],
-                engine.sync_engine.url,
-            )
+            self._reads = _CandidateReads(pool, target.candidates_read, engine.sync_engine.url)
 
     async def candidates(self, scope: Scope, *, include_inactive: bool = False) -> list[Lesson]:
         """``LessonRepository.candidates``; with ``pool`` (PostgreSQL), the active lessons
@@ -414,9 +406,7 @@ class AsyncLessonsAndKnowledge(_Bridge):
         self.knowledge = knowledge
         self._reads: _CandidateReads | None = None
         if pool is not None:
-            self._reads = _CandidateReads(
-                pool, target.statement, target.keys_values, engine.sync_engine.url
-            )
+            self._reads = _CandidateReads(pool, target.candidates_read, engine.sync_engine.url)
 
     async def candidates(self, scope: Scope) -> list[Lesson]:
         result: list[Lesson] = await self._call("candidates", scope)

@@ -40,6 +40,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from contextstore.errors import ConfigurationError
 from contextstore.sql.direct import DirectStatement
 
 __all__ = ["DriverPool"]
@@ -57,7 +58,7 @@ class DriverPool:
 
         sync = engine.sync_engine
         if sync.dialect.name != "postgresql":
-            raise ValueError(f"DriverPool serves PostgreSQL, not {sync.dialect.name}")
+            raise ConfigurationError(f"DriverPool serves PostgreSQL, not {sync.dialect.name}")
         self._connect = psycopg.AsyncConnection.connect
         self._cursor = psycopg.AsyncRawCursor
         self._error: type[Exception] = psycopg.Error

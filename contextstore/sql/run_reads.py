@@ -64,7 +64,7 @@ class LessonsAndKnowledge:
 
     def __init__(self, engine: sa.Engine, knowledge: KnowledgeBase) -> None:
         self._engine = engine
-        self.statement = DirectStatement(engine, _JOINT[engine.dialect.name])
+        self._statement = DirectStatement(engine, _JOINT[engine.dialect.name])
         self._dialect = engine.dialect.name
         self.knowledge = knowledge
 
@@ -72,18 +72,20 @@ class LessonsAndKnowledge:
         """``LessonRepository.candidates``: active lessons sharing a key with ``scope``."""
         return self.candidates_with_generation(scope)[0]
 
-    def keys_values(self, keys: Sequence[str]) -> dict[str, Any]:
-        """The values ``statement`` (the joint read, compiled) takes for sorted lookup keys."""
-        return {"keys": keys_parameter(self._dialect, keys), "ns": self.knowledge.namespace}
+    def candidates_read(self, keys: Sequence[str]) -> tuple[DirectStatement, dict[str, Any]]:
+        """The joint statement and its values for ``keys`` (sorted lookup keys), as
+        ``LessonRepository.candidates_read`` gives its own."""
+        values = {"keys": keys_parameter(self._dialect, keys), "ns": self.knowledge.namespace}
+        return self._statement, values
 
     def candidates_with_generation(self, scope: Scope) -> tuple[list[Lesson], int]:
         """(``LessonRepository.candidates(scope)``, ``knowledge.generation()``): one
         statement, one round trip, whatever the scope (an empty one matches no lesson)."""
-        values = self.keys_values(sorted(lookup_keys(scope)))
+        statement, values = self.candidates_read(sorted(lookup_keys(scope)))
 
         def select() -> Sequence[Any]:
             with translate_errors(self._engine.url):
-                return self.statement.rows(values)
+                return statement.rows(values)
 
         # A lesson typed into SQLite as bytes that are not UTF-8 is skipped, as every lesson
         # reader does (``tolerating_bytes``), rather than failing the run.
