@@ -118,7 +118,8 @@ else:
         "ReportQuery",
         __config__=ConfigDict(extra="forbid"),
         __doc__="Filters of ``MetricsRepository.report``; the namespace is always the key's.",
-        **keyword_fields(MetricsRepository.report, exclude=("namespace",)),
+        # ``levels`` is the console's: the report over HTTP always has its levels.
+        **keyword_fields(MetricsRepository.report, exclude=("namespace", "levels")),
     )
     StatsQuery = create_model(
         "StatsQuery",

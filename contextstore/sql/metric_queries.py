@@ -620,14 +620,21 @@ def report_figures(
     *,
     walk: bool,
     walk_on: Sequence[sa.ColumnElement[bool]] | None = None,
+    levels: bool = True,
 ) -> tuple[MetricsFigures | None, dict[Any, MetricsFigures]]:
-    """The overall figures of the selected rows (``None`` without rows) and per complexity.
+    """The overall figures of the selected rows (``None`` without rows) and per complexity
+    (``{}`` unless ``levels``).
 
     Walked (see ``grouped_figures``): one GROUP BY complexity gives the sums of every level,
     the overall sums are theirs added up (the levels partition the rows), and one statement
     walks the overall and per-level percentiles. Otherwise two ``grouped_figures`` calls.
+    Without ``levels``, one ``grouped_figures`` call: on PostgreSQL not walking, one scan
+    that sums and sorts the range once, where the levels would sort it four times.
     """
     level = QueryMetricRow.complexity
+    if not levels:
+        ungrouped = grouped_figures(connection, conditions, None, walk=walk, walk_on=walk_on)
+        return ungrouped.get(None), {}
     if not walk and connection.dialect.name == "postgresql":
         return _sorted_report(connection, conditions)
     if walk:

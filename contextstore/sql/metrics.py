@@ -244,6 +244,7 @@ class MetricsRepository:
         cache_hit: bool | None = None,
         lesson: str | None = None,
         by: str | None = None,
+        levels: bool = True,
     ) -> MetricsReport:
         """Overall and per-complexity figures of the matching rows, and ``groups`` by ``by``.
 
@@ -254,6 +255,10 @@ class MetricsRepository:
         repeatable snapshot on PostgreSQL, one read transaction on SQLite), so they agree
         even while agents keep writing. An empty range gives ``runs == 0`` and ``None``
         figures (see ``MetricsFigures``).
+
+        ``levels=False`` leaves ``by_complexity`` empty and skips its reads (each level's
+        percentiles are a walk or a sort of their own), for a caller that shows the overall
+        figures beside another grouping.
         """
         filters = MetricsFilter(
             since=since,
@@ -273,7 +278,9 @@ class MetricsRepository:
         ) -> tuple[MetricsFigures, dict[Any, MetricsFigures], dict[Any, MetricsFigures]]:
             walk = walkable(filters) and walks_pay(connection)
             walk_on = walk_conditions(connection, filters, conditions) if walk else None
-            overall, grouped = report_figures(connection, conditions, walk=walk, walk_on=walk_on)
+            overall, grouped = report_figures(
+                connection, conditions, walk=walk, walk_on=walk_on, levels=levels
+            )
             chosen = (
                 {}
                 if chosen_grouping is None
@@ -282,12 +289,12 @@ class MetricsRepository:
             return overall or EMPTY_FIGURES, grouped, chosen
 
         overall, grouped, chosen = self._read(read, snapshot=True)
-        levels = list(COMPLEXITY_ORDER) + sorted(set(grouped) - set(COMPLEXITY_ORDER))
+        shown = list(COMPLEXITY_ORDER) + sorted(set(grouped) - set(COMPLEXITY_ORDER))
         rows = tuple(
             ComplexityRow(
                 complexity=printable(level), **figure_fields(grouped.get(level, EMPTY_FIGURES))
             )
-            for level in levels
+            for level in (shown if levels else ())
         )
         return MetricsReport(
             **figure_fields(overall),

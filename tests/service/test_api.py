@@ -462,6 +462,8 @@ def test_metrics_report_and_prometheus_count_exactly(
     error(422, "invalid", "since", agent.get("/v1/metrics/report", params={"since": "soon"}))
     naive = agent.get("/v1/metrics/report", params={"since": "2020-01-01T00:00:00"})
     error(422, "invalid", "since", naive)
+    # The library's ``levels`` (the console's) is no query parameter: the levels are always there.
+    error(422, "invalid", "levels", agent.get("/v1/metrics/report", params={"levels": "false"}))
 
     exposition = admin.get("/metrics")
     assert exposition.status_code == 200

@@ -286,6 +286,31 @@ def test_report_breaks_figures_down_by_complexity_low_medium_high(
     assert sum(row.runs for row in report.by_complexity) == report.runs
 
 
+def test_a_report_without_levels_has_the_same_overall_figures_and_no_levels(
+    metrics: MetricsRepository,
+) -> None:
+    traced = RunTrace(lessons_included=("lesson.a",))
+    rows = [
+        replace(row, trace=traced) if index % 4 == 0 else row
+        for index, row in enumerate(sample("ns", 60))
+    ]
+    others = sample("other", 20, seed=8)
+    metrics.record_many(rows + others)
+    # The lesson filter reads the traces (sorted, not walked): 15 runs.
+    assert metrics.report(namespace="ns", lesson="lesson.a", levels=False).runs == 15
+    for filters in ({"namespace": "ns"}, {}, {"namespace": "ns", "lesson": "lesson.a"}):
+        whole = metrics.report(**filters)
+        alone = metrics.report(**filters, levels=False)
+        assert alone.by_complexity == ()
+        assert len(whole.by_complexity) == 3
+        assert {name: getattr(alone, name) for name in FIGURE_FIELDS} == {
+            name: getattr(whole, name) for name in FIGURE_FIELDS
+        }
+    assert_figures(metrics.report(namespace="ns", levels=False), rows)
+    grouped = metrics.report(namespace="ns", by="worker", levels=False)
+    assert grouped.groups == metrics.report(namespace="ns", by="worker").groups
+
+
 def test_a_level_typed_by_hand_follows_the_three_with_exact_figures(
     metrics: MetricsRepository, engine: sa.Engine
 ) -> None:
@@ -507,6 +532,7 @@ def test_postgresql_reports_the_same_figures_sorted_or_walked(engine: sa.Engine)
     def check() -> None:
         report = metrics.report(namespace="ns", by="worker")
         assert_figures(report, ours)
+        assert_figures(metrics.report(namespace="ns", levels=False), ours)
         for level in report.by_complexity:
             assert_figures(level, [row for row in ours if row.complexity == level.complexity])
         for group in report.groups:

@@ -113,15 +113,20 @@ async def _overview(request: Request, visitor: Visitor) -> Response:
     # Grouped by complexity, the report's own by_complexity serves; any other grouping is
     # read beside the report and the series, in a transaction of its own (as the series
     # is), so the three statements run at once rather than one after the other.
+    # The report skips its own levels then (each level's percentiles are a walk or a sort
+    # of their own).
+    levels = by == "complexity"
     reads: list[Any] = [
-        backends.call(lambda: metrics.report(since=since, until=until, namespace=namespace)),
+        backends.call(
+            lambda: metrics.report(since=since, until=until, namespace=namespace, levels=levels)
+        ),
         backends.call(
             lambda: metrics.series(
                 bucket_seconds=bucket, since=since, until=until, namespace=namespace
             )
         ),
     ]
-    if by != "complexity":
+    if not levels:
         reads.append(
             backends.call(lambda: metrics.groups(by, since=since, until=until, namespace=namespace))
         )

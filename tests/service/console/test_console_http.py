@@ -374,6 +374,11 @@ def test_overview_shows_the_reports_figures(
             grouped = api.get("/v1/metrics/report", params={"by": by}).json()["groups"]
         page = console.get("/console/", params={"range": "all", "by": by})
         assert page.status_code == 200
+        # The tiles read the report without its levels beside the groups: the same figures.
+        tiles = figures(page.text)
+        for name in ("runs", "p50_ms", "p95_ms", "p99_ms", "cache_hit_rate"):
+            assert float(tiles[name]) == expected[name], (by, name)
+        assert '<tr data-group="low">' not in page.text
         shown_groups = re.findall(
             r'<tr data-group="([^"]+)">\s*<th scope="row">.*?</th>\s*'
             r'<td class="n" data-value="(\d+)">\d+</td>\s*<td class="n" data-value="([^"]*)">',
