@@ -272,6 +272,8 @@ class MetricsRepository:
         )
         conditions = self._conditions(filters)
         chosen_grouping = None if by is None else grouping(by)
+        if not isinstance(levels, bool):
+            raise ValidationError("levels", f"must be true or false, got {levels!r}")
 
         def read(
             connection: sa.Connection,

@@ -309,6 +309,10 @@ def test_a_report_without_levels_has_the_same_overall_figures_and_no_levels(
     assert_figures(metrics.report(namespace="ns", levels=False), rows)
     grouped = metrics.report(namespace="ns", by="worker", levels=False)
     assert grouped.groups == metrics.report(namespace="ns", by="worker").groups
+    for bad in (None, 0, "false"):
+        with pytest.raises(ValidationError) as caught:
+            metrics.report(levels=bad)
+        assert caught.value.field == "levels"
 
 
 def test_a_level_typed_by_hand_follows_the_three_with_exact_figures(
