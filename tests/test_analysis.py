@@ -331,6 +331,13 @@ def test_complexity_based_uses_complexity_weights() -> None:
     assert ComplexityBasedAllocation().allocate(1000, 3, analyses) == [200, 300, 500]
 
 
+def test_complexity_based_takes_the_floors_excess_from_the_first_query() -> None:
+    # Nine LOW and one HIGH over 10: the shares 0.87 (floored to 1) and 2.17 (2) hand out
+    # 11, and the first query gives back the excess, as the original's remainder rule does.
+    analyses = [_analysis(LOW)] * 9 + [_analysis(HIGH)]
+    assert ComplexityBasedAllocation().allocate(10, 10, analyses) == [0, *[1] * 8, 2]
+
+
 @pytest.mark.parametrize("analyses", [None, [], [_analysis(HIGH)]])
 def test_complexity_based_falls_back_to_equal_with_a_warning(
     caplog: pytest.LogCaptureFixture, analyses: list[QueryAnalysis] | None
