@@ -152,11 +152,9 @@ def walk_conditions(
 
 
 def _wide_range(connection: sa.Connection, filters: MetricsFilter) -> bool:
-    """Whether a walk along a latency index steps over few rows it does not keep: always on
-    PostgreSQL (its planner estimates a range itself), and on SQLite without time bounds or
-    when the range holds at least ``WIDE_SHARE`` of the rows (see ``walk_conditions``)."""
-    if connection.dialect.name != "sqlite" or (filters.since is None and filters.until is None):
-        return True
+    """SQLite, a time-bounded range: whether it holds at least ``WIDE_SHARE`` of the rows
+    without its bounds, so a walk along a latency index steps over few rows it does not keep
+    (see ``walk_conditions``)."""
     unbounded = filter_conditions(replace(filters, since=None, until=None), "sqlite")
     row = QueryMetricRow.recorded_at
 

@@ -16,14 +16,7 @@ import sqlalchemy as sa
 
 from contextstore.sql.models import LessonRow, QueryMetricLessonRow, QueryMetricRow
 
-__all__ = ["contains", "lesson_usage", "unnest"]
-
-
-def unnest(dialect: str, column: Any, name: str) -> sa.FromClause:
-    """A table of one text column ``value``: the elements of the JSON array ``column``."""
-    if dialect == "postgresql":
-        return sa.func.jsonb_array_elements_text(column).table_valued("value").lateral(name)
-    return sa.func.json_each(column).table_valued("value").alias(name)
+__all__ = ["contains", "lesson_usage"]
 
 
 def contains(dialect: str, column: Any, value: str) -> sa.ColumnElement[bool]:
@@ -34,7 +27,7 @@ def contains(dialect: str, column: Any, value: str) -> sa.ColumnElement[bool]:
             sa.func.jsonb_build_array(sa.cast(value, sa.Text()))
         )
         return held
-    each = unnest(dialect, column, "contains_each")
+    each = sa.func.json_each(column).table_valued("value").alias("contains_each")
     return sa.exists(sa.select(sa.literal(1)).select_from(each).where(each.c.value == value))
 
 

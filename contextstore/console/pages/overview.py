@@ -112,9 +112,9 @@ async def _overview(request: Request, visitor: Visitor) -> Response:
     since, until = chosen.since, chosen.until
     # Grouped by complexity, the report's own by_complexity serves; any other grouping is
     # read beside the report and the series, in a transaction of its own (as the series
-    # is), so the three statements run at once rather than one after the other.
-    # The report skips its own levels then (each level's percentiles are a walk or a sort
-    # of their own).
+    # is), so the three statements run at once rather than one after the other, and the
+    # report then skips its levels (each level's percentiles are a walk or a sort of their
+    # own).
     levels = by == "complexity"
     reads: list[Any] = [
         backends.call(
