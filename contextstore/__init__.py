@@ -1,13 +1,37 @@
 """contextstore: one shared, durable context layer for fleets of LLM agents.
 
-Every public name (SPEC §5) is importable from here; the modules they come from are listed
-in the README's API map.
+Every public name (docs/reference/index.md) is importable from here; the modules they come
+from are listed in the README's API map.
 """
 
-from contextstore.adaptive.base import AsyncWindows, Sample, Windows, WindowSummary
-from contextstore.adaptive.memory import AsyncMemoryWindows, MemoryWindows
-from contextstore.adaptive.system import AdaptiveLearningSystem
-from contextstore.analysis import (
+from contextstore.backends.cache import AsyncContextCache, ContextCache, make_key
+from contextstore.backends.memory.cache import AsyncMemoryContextCache, MemoryContextCache
+from contextstore.backends.memory.windows import AsyncMemoryWindows, MemoryWindows
+from contextstore.backends.redis.cache import AsyncRedisContextCache, RedisContextCache
+from contextstore.backends.redis.windows import AsyncRedisWindows, RedisWindows
+from contextstore.backends.sql.aio import AsyncLessonRepository, AsyncMetricsRepository
+from contextstore.backends.sql.database import migrate
+from contextstore.backends.sql.knowledge import KnowledgeBase
+from contextstore.backends.sql.metrics import MetricsRepository
+from contextstore.backends.sql.metrics.report import (
+    GroupRow,
+    LessonStats,
+    LessonUsage,
+    MetricsFilter,
+    MetricsReport,
+)
+from contextstore.backends.sql.repository import ImportSummary, LessonRepository
+from contextstore.backends.windows import AsyncWindows, Sample, Windows, WindowSummary
+from contextstore.config import (
+    AnalyzerConfig,
+    CacheConfig,
+    ContextEngineConfig,
+    GuardConfig,
+    LessonConfig,
+    RetrievalConfig,
+    TracingConfig,
+)
+from contextstore.core.analysis import (
     BudgetAllocationStrategy,
     ComplexityBasedAllocation,
     EqualBudgetAllocation,
@@ -17,9 +41,7 @@ from contextstore.analysis import (
     RuleBasedQueryAnalyzer,
     WeightedBudgetAllocation,
 )
-from contextstore.async_engine import AsyncContextEngine
-from contextstore.async_store import AsyncStore, connect_async
-from contextstore.budget import (
+from contextstore.core.budget import (
     BudgetAllocation,
     CharTokenCounter,
     ContextAssembler,
@@ -30,31 +52,12 @@ from contextstore.budget import (
     TokenCounter,
     default_token_counter,
 )
-from contextstore.cache.base import AsyncContextCache, ContextCache, make_key
-from contextstore.cache.memory import AsyncMemoryContextCache, MemoryContextCache
-from contextstore.compose import Chunk, ComposedContext, compose_context
-from contextstore.config import (
-    AnalyzerConfig,
-    CacheConfig,
-    ContextEngineConfig,
-    GuardConfig,
-    LessonConfig,
-    RetrievalConfig,
-)
-from contextstore.embedding import HashingEmbedder
-from contextstore.engine import ContextEngine, ContextResult
-from contextstore.errors import (
-    BackendUnavailableError,
-    ConfigurationError,
-    ContextStoreError,
-    MissingExtraError,
-    NotFoundError,
-    ValidationError,
-)
-from contextstore.guard import ContextGuard
-from contextstore.knowledge import Document
-from contextstore.lessons import InMemoryLessons, LessonRecord, LessonSource
-from contextstore.matching import (
+from contextstore.core.compose import Chunk, ComposedContext, compose_context
+from contextstore.core.embedding import HashingEmbedder
+from contextstore.core.guard import ContextGuard
+from contextstore.core.knowledge import Document
+from contextstore.core.lessons import AsyncLessonSource, InMemoryLessons, LessonRecord, LessonSource
+from contextstore.core.matching import (
     DEFAULT_BYTE_BUDGET,
     DEFAULT_K,
     MAX_K,
@@ -68,23 +71,36 @@ from contextstore.matching import (
     match,
     render_lesson_block,
 )
-from contextstore.metrics import MemoryMetrics, MetricsSink, QueryMetric, RunTrace
-from contextstore.redis.cache import AsyncRedisContextCache, RedisContextCache
-from contextstore.redis.windows import AsyncRedisWindows, RedisWindows
-from contextstore.retrieval import InMemoryRetriever, Retriever, VersionedRetriever
-from contextstore.sql.aio import AsyncLessonRepository, AsyncMetricsRepository
-from contextstore.sql.database import migrate
-from contextstore.sql.knowledge import KnowledgeBase
-from contextstore.sql.metrics import MetricsRepository
-from contextstore.sql.report import (
-    GroupRow,
-    LessonStats,
-    LessonUsage,
-    MetricsFilter,
-    MetricsReport,
+from contextstore.core.metrics import (
+    AsyncMetricsSink,
+    MemoryMetrics,
+    MetricsSink,
+    QueryMetric,
+    RunTrace,
 )
-from contextstore.sql.repository import ImportSummary, LessonRepository
-from contextstore.store import Store, connect
+from contextstore.core.retrieval import (
+    AsyncRetriever,
+    AsyncVersionedRetriever,
+    InMemoryRetriever,
+    Retriever,
+    VersionedRetriever,
+)
+from contextstore.engine.adaptive import AdaptiveLearningSystem
+from contextstore.engine.aio import AsyncContextEngine
+from contextstore.engine.ports import AsyncRunReads, AsyncRunState, RunReads, RunState
+from contextstore.engine.sync import ContextEngine, ContextResult
+from contextstore.errors import (
+    BackendUnavailableError,
+    ConfigurationError,
+    ContextStoreError,
+    MissingExtraError,
+    NotFoundError,
+    RateLimitedError,
+    SettingError,
+    ValidationError,
+)
+from contextstore.store.aio import AsyncStore, connect_async
+from contextstore.store.sync import Store, connect
 
 __version__ = "0.1.0"
 
@@ -97,12 +113,18 @@ __all__ = [
     "AsyncContextCache",
     "AsyncContextEngine",
     "AsyncLessonRepository",
+    "AsyncLessonSource",
     "AsyncMemoryContextCache",
     "AsyncMemoryWindows",
     "AsyncMetricsRepository",
+    "AsyncMetricsSink",
     "AsyncRedisContextCache",
     "AsyncRedisWindows",
+    "AsyncRetriever",
+    "AsyncRunReads",
+    "AsyncRunState",
     "AsyncStore",
+    "AsyncVersionedRetriever",
     "AsyncWindows",
     "BackendUnavailableError",
     "BudgetAllocation",
@@ -156,17 +178,22 @@ __all__ = [
     "QueryComplexity",
     "QueryIntent",
     "QueryMetric",
+    "RateLimitedError",
     "RedisContextCache",
     "RedisWindows",
     "RetrievalConfig",
     "Retriever",
     "RuleBasedQueryAnalyzer",
+    "RunReads",
+    "RunState",
     "RunTrace",
     "Sample",
     "Scope",
+    "SettingError",
     "Store",
     "TiktokenCounter",
     "TokenCounter",
+    "TracingConfig",
     "ValidationError",
     "VersionedRetriever",
     "WeightedBudgetAllocation",

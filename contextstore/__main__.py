@@ -1,5 +1,5 @@
 """``python -m contextstore`` runs the command line."""
 
-from contextstore.cli import main
+from contextstore.interfaces.cli import main
 
 main()

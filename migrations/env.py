@@ -1,7 +1,7 @@
 """Alembic environment for contextstore.
 
 Two ways in:
-- From code (``contextstore.sql.database.migrate``): the caller passes an open connection in
+- From code (``backends.sql.database.migrate``): the caller passes an open connection in
   ``config.attributes["connection"]``, already inside a transaction holding the migration lock.
 - From the command line (``alembic upgrade head`` in the repository root): the URL comes from
   ``-x url=…``, else ``CONTEXTSTORE_DATABASE_URL``, else ``sqlalchemy.url`` in alembic.ini,
@@ -17,9 +17,9 @@ from logging.config import fileConfig
 import sqlalchemy as sa
 from alembic import context
 
+from contextstore.backends.sql.database import create_database_engine
+from contextstore.backends.sql.models import SQLITE_ACTOR_TABLE, Base
 from contextstore.config import DEFAULT_DATABASE_URL, ENV_DATABASE_URL
-from contextstore.sql.database import create_database_engine
-from contextstore.sql.models import SQLITE_ACTOR_TABLE, Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -32,7 +32,8 @@ if config.config_file_name is not None:
 
 # Objects the migrations make for one dialect only, which the models cannot describe:
 # SQLite's FTS5 table (and the shadow tables it keeps), PostgreSQL's generated tsvector
-# column with its GIN index, and SQLite's index on an expression (the day of recorded_at,
+# column with its GIN index (and, with pgvector, the generated vector column with its HNSW
+# indexes, 0018), and SQLite's index on an expression (the day of recorded_at,
 # 0008). Comparing them would report drift that is not there.
 _DIALECT_ONLY = frozenset(
     {
@@ -44,6 +45,8 @@ _DIALECT_ONLY = frozenset(
         "search",
         "ix_chunks_search",
         "ix_query_metrics_day_latency",
+        "embedding_vector",
+        *(f"ix_chunks_embedding_{d}" for d in (256, 384, 512, 768, 1024, 1536)),
     }
 )
 

@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises:
 Create Date: 2025-01-01
 
-The SQL below is a frozen copy (not imported from ``contextstore.sql.models``) so this
+The SQL below is a frozen copy (not imported from ``contextstore.backends.sql.models``) so this
 revision keeps producing the same schema whatever the models become later.
 """
 
@@ -21,7 +21,7 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-# The DDL type of contextstore.sql.types.UTCDateTime (timestamptz; SQLite DATETIME text).
+# The DDL type of contextstore.backends.sql.types.UTCDateTime (timestamptz; SQLite DATETIME text).
 UTCDateTime = sa.DateTime(timezone=True)
 
 INJECTION_FORM_SIZE = {

@@ -18,7 +18,7 @@ over transition tables, so a bulk insert updates each statistics row once per st
 once per chunk. Each trigger touches ``knowledge_stats`` before ``knowledge_terms``, so two
 writers of one namespace queue on the statistics row and never deadlock on the terms.
 
-The SQL is a frozen copy (not imported from ``contextstore.sql.models``).
+The SQL is a frozen copy (not imported from ``contextstore.backends.sql.models``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ down_revision: str | Sequence[str] | None = "0003_audit"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# A frozen copy of contextstore.sql.models.JsonList.
+# A frozen copy of contextstore.backends.sql.models.JsonList.
 JSON_LIST = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 COLUMNS = (
     "scope_entity_ids",

@@ -29,7 +29,7 @@ down_revision: str | Sequence[str] | None = "0005_traces"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Frozen copies of contextstore.sql.models.REPORT_COLUMNS and the indexes over them.
+# Frozen copies of contextstore.backends.sql.models.REPORT_COLUMNS and the indexes over them.
 REPORT_COLUMNS = (
     "intent",
     "worker",

@@ -12,7 +12,7 @@ order with every column a report reads, so a day's percentile is the row ``OFFSE
 it, as the report's are along ``ix_query_metrics_latency``. SQLite keeps an instant as text
 ``YYYY-MM-DD HH:MM:SS.ffffff`` in UTC, so the day is its first ten characters. PostgreSQL
 needs nothing: it sorts each bucket in memory, in parallel (see
-``contextstore.sql.metric_queries.lateral_series``). Existing rows are indexed as the
+``contextstore.backends.sql.metrics.postgresql.lateral_series``). Existing rows are indexed as the
 revision runs. On a database that has planner statistics (``sqlite_stat1``, made by an
 ``ANALYZE``) the new index is analyzed too: an index without them looks to SQLite's planner
 as if it picked out a few rows, and it would sort a whole namespace along it rather than
@@ -30,7 +30,7 @@ down_revision: str | Sequence[str] | None = "0007_search_index"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Frozen copy of contextstore.sql.metric_queries.DAY_INDEX's definition.
+# Frozen copy of contextstore.backends.sql.metrics.sqlite._day_of's expression.
 COLUMNS = (
     "namespace",
     "substr(recorded_at, 1, 10)",

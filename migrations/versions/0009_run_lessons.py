@@ -52,7 +52,7 @@ down_revision: str | Sequence[str] | None = "0008_day_latency_index"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Frozen copies of contextstore.sql.models.REPORT_COLUMNS and RUN_LESSON_COPIES.
+# Frozen copies of contextstore.backends.sql.models.REPORT_COLUMNS and RUN_LESSON_COPIES.
 REPORT_COLUMNS = (
     "intent",
     "worker",
@@ -63,7 +63,7 @@ REPORT_COLUMNS = (
     "lessons_included",
 )
 COPIES = ("namespace", "recorded_at", "response_ms", "complexity", *REPORT_COLUMNS)
-# Frozen copies of the column types (contextstore.sql.models, contextstore.sql.types).
+# Frozen copies of the column types (backends.sql.models, backends.sql.types).
 BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 UTC_DATETIME = sa.DateTime(timezone=True)
 TABLE = "query_metric_lessons"

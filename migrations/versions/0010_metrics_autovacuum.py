@@ -5,7 +5,7 @@ Revises: 0009_run_lessons
 Create Date: 2026-12-01
 
 A report walks its percentiles along the latency indexes only while PostgreSQL's visibility
-map marks most of the table all-visible (``contextstore.sql.metric_queries.walks_pay``):
+map marks most of the table all-visible (``contextstore.backends.sql.metrics.queries.walks_pay``):
 otherwise each step of a walk reads a row's page at random, and the report sorts instead,
 several times slower over a million runs. VACUUM sets those marks. By default autovacuum
 vacuums a table that only grows once its new rows reach 20% of it, so a metrics table of a

@@ -1,0 +1,4 @@
+"""Where state lives: memory, Redis and SQL, one interface per family (cache, windows).
+
+Imports only the core.
+"""

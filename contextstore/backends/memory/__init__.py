@@ -1,0 +1,1 @@
+"""The in-process implementations of the cache and the adaptive windows."""

@@ -1,0 +1,422 @@
+"""A process-local index of one namespace's chunks: exact lexical top-k without ranking in SQL.
+
+The knowledge base's SQL search has the database find every chunk sharing a word with the
+query and rank them all before Python re-ranks the best ``candidate_limit``; a sentence of
+common words matches most of a namespace, so that costs time in proportion to the namespace
+and is exact only while the matches fit the limit. Here the process keeps, per namespace, the
+postings the BM25 ranking reads (a term–chunk matrix of saturations, the chunks' sources,
+positions and document metadata, no text), built from one consistent read of the database,
+and ranks a query in memory exactly as ``InMemoryRetriever`` does (``core.topk.full_scores``,
+``core.ranking.top_order``). One statement then reads the texts of the ``top_k`` chunks by
+primary key together with the namespace's generation: if the generation is the one the index
+was built at, the index describes exactly the snapshot those texts come from, so the answer is
+exact; if it moved (any write bumps it), the index is rebuilt and the search runs again. See
+decision 0089 for the measurements behind this route.
+
+Metadata filters keep the knowledge base's JSON semantics (``filter_conditions``): a number
+matches by value, a bool only a bool, a string only a string, ``None`` only a present null.
+A chunk whose document metadata or text cannot be read (typed by hand) is never returned,
+and still counts in the statistics, as in SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any, Final, cast
+
+import numpy as np
+import sqlalchemy as sa
+from numpy.typing import NDArray
+from sqlalchemy.dialects import postgresql
+
+from contextstore.backends.sql.direct import DirectStatement
+from contextstore.backends.sql.knowledge_queries import CHUNKS, DOCUMENTS, STATS, read_metadata
+from contextstore.backends.sql.knowledge_settings import settings_version_column
+from contextstore.backends.sql.unreadable import UnreadableRowError, check_json, check_text
+from contextstore.core.compose import Chunk
+from contextstore.core.knowledge import FilterValue
+from contextstore.core.ranking import RankingParameters, average_length, idf, saturation, top_order
+from contextstore.core.topk import TermPostings, full_scores
+
+__all__ = ["MAX_LOCAL_CHUNKS", "LocalIndex", "Snapshot", "snapshot_from_rows"]
+
+MAX_LOCAL_CHUNKS: Final = 2_000_000
+"""A namespace with more chunks than this is searched in SQL: its index would take more than
+about a gigabyte of the process (some 56 MB per 100,000 chunks of prose, see decision 0089)."""
+# Filter masks kept per snapshot (one per distinct filter), least recently used dropped.
+MAX_CACHED_FILTERS: Final = 64
+# A search whose index went stale while it ran is tried again this many times; a namespace
+# written faster than that is searched in SQL meanwhile.
+ATTEMPTS: Final = 3
+
+Filters = Mapping[str, tuple[FilterValue, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A search's ``top_k`` chunks in the index: row numbers, best first, and their scores."""
+
+    rows: tuple[int, ...]
+    scores: tuple[float, ...]
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """One namespace's postings at ``generation``; immutable but for ``hidden`` and caches.
+
+    Chunk rows are numbered ``0 … count-1``; ``chunk_ids[r]`` is row ``r``'s primary key and
+    ``documents[r]`` its document's number in ``sources`` / ``metadata``.
+    """
+
+    generation: int
+    settings_version: int
+    chunk_ids: NDArray[np.int64]
+    documents: NDArray[np.int32]
+    positions: NDArray[np.int32]
+    sources: tuple[str, ...]
+    metadata: tuple[Mapping[str, Any] | None, ...]
+    vocabulary: Mapping[str, int]
+    ptr: NDArray[np.int64]
+    docs: NDArray[np.int32]
+    saturations: NDArray[np.float64]
+    # Rows never returned: their document's metadata or their text cannot be read.
+    hidden: NDArray[np.bool_]
+    filters: OrderedDict[tuple[Any, ...], NDArray[np.bool_]] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def count(self) -> int:
+        return int(self.chunk_ids.size)
+
+    def nbytes(self) -> int:
+        """The arrays' bytes (the vocabulary's and metadata's Python objects excluded)."""
+        arrays = (self.chunk_ids, self.documents, self.positions, self.ptr, self.docs)
+        return sum(a.nbytes for a in arrays) + self.saturations.nbytes + self.hidden.nbytes
+
+    def postings(
+        self, terms: Sequence[str], weights: Mapping[str, int] | None = None
+    ) -> list[TermPostings]:
+        """The query's terms found here, in query order, as ``Index.postings`` makes them."""
+        found = []
+        for term in terms:
+            row = self.vocabulary.get(term)
+            if row is None:
+                continue
+            start, end = int(self.ptr[row]), int(self.ptr[row + 1])
+            weight = (1 if weights is None else weights.get(term, 1)) * idf(self.count, end - start)
+            impacts = weight * self.saturations[start:end]
+            docs = cast(NDArray[np.int64], self.docs[start:end])
+            found.append(TermPostings(docs=docs, impacts=impacts, bound=0.0))
+        return found
+
+    def rank(
+        self,
+        terms: Sequence[str],
+        top_k: int,
+        filters: Filters,
+        weights: Mapping[str, int] | None = None,
+    ) -> Ranked:
+        """The best ``top_k`` rows for ``terms``: ``InMemoryRetriever``'s lexical ranking."""
+        if top_k <= 0 or not terms or self.count == 0:
+            return Ranked((), ())
+        scores = full_scores(self.postings(terms, weights), self.count)
+        allowed = self._allowed(filters)
+        if allowed is not None:
+            scores[~allowed] = 0.0
+        sources, documents, positions = self.sources, self.documents, self.positions
+        order = top_order(scores, lambda r: (sources[documents[r]], int(positions[r])), top_k)
+        return Ranked(tuple(order), tuple(float(scores[r]) for r in order))
+
+    def _allowed(self, filters: Filters) -> NDArray[np.bool_] | None:
+        if not filters:
+            return None if not self.hidden.any() else ~self.hidden
+        key = tuple((k, tuple((_kind(v), v) for v in options)) for k, options in filters.items())
+        with self.lock:
+            mask = self.filters.get(key)
+            if mask is not None:
+                self.filters.move_to_end(key)
+        if mask is None:
+            wanted = np.fromiter(
+                (m is not None and _matches(m, filters) for m in self.metadata),
+                dtype=bool,
+                count=len(self.metadata),
+            )
+            mask = wanted[self.documents]
+            with self.lock:
+                self.filters[key] = mask
+                while len(self.filters) > MAX_CACHED_FILTERS:
+                    self.filters.popitem(last=False)
+        return mask & ~self.hidden
+
+
+def _kind(value: FilterValue) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    return "text" if isinstance(value, str) else "number"
+
+
+def _matches(metadata: Mapping[str, Any], filters: Filters) -> bool:
+    """``filter_conditions`` in Python: every key present with one of its allowed values."""
+    for key, options in filters.items():
+        if key not in metadata:
+            return False
+        value = metadata[key]
+        kind = "object" if isinstance(value, dict | list) else _kind(value)
+        if not any(_kind(o) == kind and o == value for o in options):
+            return False
+    return True
+
+
+def _decoded(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def snapshot_from_rows(
+    generation: int,
+    settings_version: int,
+    chunks: Sequence[Sequence[Any]],
+    documents: Sequence[Sequence[Any]],
+    parameters: RankingParameters,
+) -> Snapshot:
+    """Build the postings from ``read_statements``' rows (CPU only, no I/O).
+
+    The CSR matrix is built as ``InMemoryRetriever._build`` builds its own, so every
+    saturation is the same float.
+    """
+    numbers: dict[int, int] = {}
+    sources: list[str] = []
+    metadata: list[Mapping[str, Any] | None] = []
+    for document_id, source, raw in documents:
+        numbers[int(document_id)] = len(sources)
+        # A document the SQL search would skip (typed by hand, unreadable) is never returned.
+        readable: tuple[str, Mapping[str, Any] | None]
+        try:
+            readable = check_text("source", source), check_json("metadata", read_metadata(raw))
+        except UnreadableRowError:
+            readable = "", None
+        sources.append(readable[0])
+        metadata.append(readable[1])
+    n = len(chunks)
+    counts = [_decoded(row[4]) for row in chunks]
+    all_terms = list(chain.from_iterable(counts))
+    vocabulary = {term: i for i, term in enumerate(dict.fromkeys(all_terms))}
+    terms = np.fromiter(
+        map(vocabulary.__getitem__, all_terms), dtype=np.int64, count=len(all_terms)
+    )
+    per_chunk = np.fromiter((len(c) for c in counts), dtype=np.int64, count=n)
+    order = np.argsort(terms, kind="stable")
+    docs = np.repeat(np.arange(n, dtype=np.int32), per_chunk)[order]
+    tf = np.fromiter(
+        chain.from_iterable(c.values() for c in counts), dtype=np.float64, count=len(all_terms)
+    )[order]
+    df = np.bincount(terms, minlength=len(vocabulary))
+    ptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
+    np.cumsum(df, out=ptr[1:])
+    lengths = np.fromiter((row[3] for row in chunks), dtype=np.float64, count=n)
+    avgdl = average_length(n, int(lengths.sum()))
+    document_of = np.fromiter((numbers[int(row[1])] for row in chunks), dtype=np.int32, count=n)
+    hidden = np.fromiter((metadata[d] is None for d in document_of), dtype=bool, count=n)
+    return Snapshot(
+        generation=generation,
+        settings_version=settings_version,
+        chunk_ids=np.fromiter((row[0] for row in chunks), dtype=np.int64, count=n),
+        documents=document_of,
+        positions=np.fromiter((row[2] for row in chunks), dtype=np.int32, count=n),
+        sources=tuple(sources),
+        metadata=tuple(metadata),
+        vocabulary=vocabulary,
+        ptr=ptr,
+        docs=docs,
+        saturations=saturation(tf, lengths[docs], avgdl, parameters.k1, parameters.b),
+        hidden=hidden,
+    )
+
+
+def read_statements(dialect: str) -> tuple[sa.Select[Any], sa.Select[Any], sa.Select[Any]]:
+    """The three reads of a build, run in one snapshot: generation, chunks, documents."""
+    namespace: sa.BindParameter[Any] = sa.bindparam("ns")
+    # The generation (null: no statistics row) and the analyzer's settings version, one row.
+    generation = sa.select(
+        sa.select(STATS.c.generation).where(STATS.c.namespace == namespace).scalar_subquery(),
+        settings_version_column(namespace),
+    )
+    counts: sa.ColumnElement[Any] = CHUNKS.c.term_counts
+    if dialect == "sqlite":
+        counts = sa.type_coerce(counts, sa.String())
+    chunks = (
+        sa.select(CHUNKS.c.id, CHUNKS.c.document_id, CHUNKS.c.position, CHUNKS.c.length, counts)
+        .where(CHUNKS.c.namespace == namespace)
+        .order_by(CHUNKS.c.id)
+    )
+    metadata = DOCUMENTS.c["metadata"]
+    documents = sa.select(
+        DOCUMENTS.c.id,
+        DOCUMENTS.c.source,
+        sa.type_coerce(metadata, sa.String()) if dialect == "sqlite" else metadata,
+    ).where(DOCUMENTS.c.namespace == namespace)
+    return generation, chunks, documents
+
+
+def fetch_statement(dialect: str) -> sa.Select[Any]:
+    """The namespace's generation, and the text of each chunk whose id is in ``ids``: one
+    row per chunk found, or one row of nulls but the generation when none is."""
+    if dialect == "postgresql":
+        wanted = CHUNKS.c.id == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.BigInteger)))
+    else:
+        listed: sa.Select[Any] = sa.select(sa.literal_column("value")).select_from(
+            sa.func.json_each(sa.bindparam("ids", type_=sa.String()))
+        )
+        wanted = CHUNKS.c.id.in_(listed)
+    return (
+        sa.select(STATS.c.generation, CHUNKS.c.id, CHUNKS.c.text)
+        .select_from(
+            STATS.outerjoin(CHUNKS, sa.and_(wanted, CHUNKS.c.namespace == STATS.c.namespace))
+        )
+        .where(STATS.c.namespace == sa.bindparam("ns"))
+    )
+
+
+class LocalIndex:
+    """One namespace's ``Snapshot`` for one ``KnowledgeBase``, rebuilt when its generation moves.
+
+    Thread-safe: searches read the current snapshot without a lock; one build runs at a time.
+    ``KnowledgeBase`` drives it (``build_now``, ``fetch_values``, ``fetch``, ``answer``); the
+    async knowledge base calls ``read`` and ``build`` apart, so the I/O is awaited and the
+    building runs off the event loop.
+    """
+
+    def __init__(
+        self,
+        engine: sa.Engine,
+        namespace: str,
+        parameters: RankingParameters,
+        *,
+        max_chunks: int = MAX_LOCAL_CHUNKS,
+        guard: Callable[[Callable[[], Any]], Any] = lambda read: read(),
+    ) -> None:
+        self._engine = engine
+        self._namespace = namespace
+        self._parameters = parameters
+        self._max_chunks = max_chunks
+        self._guard = guard
+        self._build_lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        self._too_large_at: int | None = None
+        dialect = engine.dialect.name
+        self._fetch = DirectStatement(engine, fetch_statement(dialect))
+        self._reads = read_statements(dialect)
+        self.builds = 0
+
+    @property
+    def statement(self) -> DirectStatement:
+        """The read of the top chunks' texts and the generation (``fetch``)."""
+        return self._fetch
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The current snapshot (``None`` before the first build or after one went stale)."""
+        return self._snapshot
+
+    # -- the sync path --------------------------------------------------------------------
+
+    def build_now(self) -> Snapshot | None:
+        """The current snapshot, built first if there is none (one build at a time);
+        ``None`` when the namespace is larger than ``max_chunks``."""
+        with self._build_lock:
+            snapshot = self._snapshot
+            if snapshot is not None:
+                return snapshot
+            read = self._guard(self.read)
+            return None if read is None else self.build(*read)
+
+    def drop(self, snapshot: Snapshot) -> None:
+        """Forget ``snapshot`` if it is still the current one: the next search rebuilds."""
+        if self._snapshot is snapshot:
+            self._snapshot = None
+
+    # -- the steps ------------------------------------------------------------------------
+
+    def read(self) -> tuple[int, int, list[Any], list[Any]] | None:
+        """Generation, settings version, chunk rows and document rows, in one snapshot of the
+        database; ``None`` when the namespace holds more than ``max_chunks`` chunks."""
+        generation, chunks, documents = self._reads
+        values = {"ns": self._namespace}
+        engine = self._engine
+        if engine.dialect.name == "postgresql":
+            engine = engine.execution_options(isolation_level="REPEATABLE READ")
+        with engine.connect() as connection, connection.begin():
+            found = connection.execute(generation, values).first()
+            current = 0 if found is None or found[0] is None else int(found[0])
+            version = 0 if found is None or found[1] is None else int(found[1])
+            if self._too_large_at == current:
+                return None
+            chunk_rows = list(connection.execute(chunks.limit(self._max_chunks + 1), values))
+            if len(chunk_rows) > self._max_chunks:
+                self._too_large_at = current
+                return None
+            document_rows = list(connection.execute(documents, values))
+        return current, version, chunk_rows, document_rows
+
+    def build(
+        self, generation: int, version: int, chunks: list[Any], documents: list[Any]
+    ) -> Snapshot:
+        """Build the snapshot of ``read``'s rows and make it current (CPU only)."""
+        snapshot = snapshot_from_rows(generation, version, chunks, documents, self._parameters)
+        current = self._snapshot
+        if current is None or current.generation <= generation:
+            self._snapshot = snapshot
+        self.builds += 1
+        return snapshot
+
+    def fetch_values(self, ranked: Ranked, snapshot: Snapshot) -> dict[str, Any]:
+        ids = [int(snapshot.chunk_ids[r]) for r in ranked.rows]
+        if self._engine.dialect.name == "postgresql":
+            return {"ns": self._namespace, "ids": ids}
+        return {"ns": self._namespace, "ids": json.dumps(ids)}
+
+    def fetch(self, values: Mapping[str, Any]) -> list[Any]:
+        return self._fetch.rows(values)
+
+    def answer(
+        self, snapshot: Snapshot, ranked: Ranked, rows: Sequence[Sequence[Any]]
+    ) -> list[Chunk] | None:
+        """The chunks of ``ranked`` from the fetched ``rows``; ``None`` when the snapshot is
+        stale (the caller drops it and searches again) or a text could not be read (its row
+        is hidden from now on, and the caller ranks again)."""
+        if _generation(rows) != snapshot.generation:
+            if self._snapshot is snapshot:
+                self._snapshot = None
+            return None
+        texts = {int(row[1]): row[2] for row in rows if row[1] is not None}
+        chunks = []
+        unreadable = False
+        for r, score in zip(ranked.rows, ranked.scores, strict=True):
+            try:
+                text = check_text("text", texts[int(snapshot.chunk_ids[r])])
+            except (UnreadableRowError, KeyError):
+                snapshot.hidden[r] = True
+                unreadable = True
+                continue
+            document = snapshot.documents[r]
+            metadata = snapshot.metadata[document]
+            assert metadata is not None  # rows without readable metadata are hidden
+            chunks.append(
+                Chunk(
+                    text=text,
+                    source=snapshot.sources[document],
+                    score=score,
+                    metadata={**metadata, "passage": int(snapshot.positions[r])},
+                )
+            )
+        return None if unreadable else chunks
+
+
+def _generation(rows: Sequence[Sequence[Any]]) -> int:
+    return int(rows[0][0]) if rows else 0
