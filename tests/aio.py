@@ -2,7 +2,6 @@
 
 ``Blocking(target, runner)`` exposes ``target``'s coroutine methods as plain methods that
 run to completion on ``runner``'s event loop (the loop the target's clients belong to).
-``stats``, a coroutine method on the async caches, is exposed as the sync caches' property.
 Everything else passes through unchanged.
 """
 
@@ -21,10 +20,6 @@ class Blocking:
     @property
     def target(self) -> Any:
         return self._target
-
-    @property
-    def stats(self) -> Any:
-        return self._runner.run(self._target.stats())
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._target, name)

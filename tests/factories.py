@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from contextstore.analysis import QueryAnalysis, QueryComplexity, QueryIntent
-from contextstore.metrics import QueryMetric
+from contextstore.core.analysis import QueryAnalysis, QueryComplexity, QueryIntent
+from contextstore.core.metrics import QueryMetric
 
 
 def make_analysis(

@@ -44,6 +44,7 @@ def clean_env() -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_alembic_upgrade_head_says_what_it_ran(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     alembic = str(Path(sys.executable).with_name("alembic"))
@@ -145,7 +146,7 @@ def test_the_installed_wheel_migrates_an_empty_sqlite_file(
     database.touch()
     script = (
         "import sys, contextstore\n"
-        "from contextstore.sql.database import MIGRATIONS_DIR, current_revision, migrate\n"
+        "from contextstore.backends.sql.database import MIGRATIONS_DIR, current_revision, migrate\n"
         f"url = 'sqlite:///{database}'\n"
         "migrate(url)\n"
         "print(contextstore.__file__)\n"
