@@ -56,7 +56,13 @@ SECTIONS: dict[str, tuple[str, str, str | None]] = {
     "engine-async": ("AsyncContextEngine: throughput, loop stalls", "sec_async:run", None),
     "fleet": ("1, 2, 4 processes on PostgreSQL + Redis", "sec_fleet:run", None),
     "import-sqlite": ("an agent's runs during a 100k-lesson SQLite import", "sec_import:run", None),
+    "import-sqlite-shared-keys": (
+        "an agent's runs during a 100k-lesson import of shared scope keys, and after it",
+        "sec_import:run_shared_keys",
+        None,
+    ),
     "service": ("/v1/run over HTTP vs in process; 32 clients", "sec_service:run", None),
+    "result-shape": ("a run's answer as RunJson vs the dataclass dump", "sec_results:run", None),
     "traces-sqlite": (
         "lessons stats, report by lesson and the cost of a trace on SQLite",
         "sec_traces:run",
@@ -69,6 +75,13 @@ SECTIONS: dict[str, tuple[str, str, str | None]] = {
     ),
     "console": ("console overview over 1M runs vs the report API", "sec_console:run", None),
     "memory-footprint": ("bytes per cached entry vs cachetools", "sec_memory:run_footprint", None),
+    "retrieval-quality": (
+        "nDCG@10 / recall@100 of analyzers, WordLlama and hybrid vs bm25s; exact top-k speed",
+        "sec_retrieval_quality:run",
+        None,
+    ),
+    # Last: it leaves the OpenTelemetry SDK installed as the process's tracer provider.
+    "tracing": ("run() with tracing off, on (API only), on (SDK)", "sec_tracing:run", None),
 }
 
 

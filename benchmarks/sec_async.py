@@ -23,12 +23,13 @@ from typing import Any
 import uvloop
 
 from benchmarks.context import Bench
+from benchmarks.demo_knowledge import demo_retriever
 from benchmarks.report import Row, ms
 from benchmarks.timing import run_queue_seconds
-from contextstore.async_engine import DEFAULT_CONCURRENCY
-from contextstore.async_store import connect_async
-from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
-from contextstore.store import connect
+from contextstore.engine.aio import DEFAULT_CONCURRENCY
+from contextstore.sample_data import load_demo_queries, load_lessons
+from contextstore.store.aio import connect_async
+from contextstore.store.sync import connect
 
 SECTION = "Async engine, PostgreSQL + Redis"
 CONCURRENT = 32
@@ -60,7 +61,7 @@ async def _async_rounds(
         # 32 runs in flight (the engine's ``concurrency``) for the throughput; the stall is
         # measured on an engine with the default concurrency, as an application gets it.
         engine = store.engine(
-            retriever=sample_retriever(), worker="bench-async", concurrency=CONCURRENT
+            retriever=demo_retriever(), worker="bench-async", concurrency=CONCURRENT
         )
         await asyncio.gather(*(engine.run(f"warm-up {i}") for i in range(64)))
         async_rates: list[float] = []
@@ -82,7 +83,7 @@ async def _async_rounds(
             async_rates.append(len(work) / (time.perf_counter() - started))
             if not round_number % 2:
                 sync_rates.append(await asyncio.to_thread(sync_round, round_number))
-        default = store.engine(retriever=sample_retriever(), worker="bench-async")
+        default = store.engine(retriever=demo_retriever(), worker="bench-async")
         worst: list[float] = []
         busiest: list[float] = []
         wide: list[float] = []
@@ -134,7 +135,7 @@ def run(bench: Bench) -> list[Row]:
     rounds, per_round = bench.pick(4, 10), bench.pick(64, 256)
     with connect(url, redis_url, namespace) as store:
         store.lessons.import_records(load_lessons())
-        engine = store.engine(retriever=sample_retriever(), worker="bench-sync")
+        engine = store.engine(retriever=demo_retriever(), worker="bench-sync")
         for i in range(32):
             engine.run(f"sync warm-up {i}")
 

@@ -31,8 +31,8 @@ from benchmarks.context import Bench
 from benchmarks.report import Row, ms
 from benchmarks.sec_service import Served
 from benchmarks.timing import percentile, timed_call_ms
-from contextstore.apikeys import add_key
-from contextstore.store import connect
+from contextstore.interfaces.apikeys import add_key
+from contextstore.store.sync import connect
 
 NAMESPACE = "console-bench"
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')

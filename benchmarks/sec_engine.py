@@ -26,21 +26,22 @@ import redis as redis_lib
 import sqlalchemy as sa
 
 from benchmarks.context import Bench
+from benchmarks.demo_knowledge import demo_retriever
 from benchmarks.report import Row, ms
 from benchmarks.services import SqlCounter
 from benchmarks.timing import percentile, timed_call_ms
 from benchmarks.wire import RoundTripProxy
-from contextstore.adaptive.memory import MemoryWindows
+from contextstore.backends.memory.windows import MemoryWindows
+from contextstore.backends.redis.cache import MAGIC
+from contextstore.backends.sql.repository import candidate_sql, keys_parameter
 from contextstore.config import CacheConfig
-from contextstore.embedding import HashingEmbedder
-from contextstore.engine import ContextEngine
-from contextstore.lessons import InMemoryLessons
-from contextstore.matching import Scope, lookup_keys
-from contextstore.pipeline import Composition
-from contextstore.redis.cache import MAGIC
-from contextstore.sample_data import load_demo_queries, load_lessons, sample_retriever
-from contextstore.sql.repository import candidate_sql, keys_parameter
-from contextstore.store import connect
+from contextstore.core.embedding import HashingEmbedder
+from contextstore.core.lessons import InMemoryLessons
+from contextstore.core.matching import Scope, lookup_keys
+from contextstore.engine.pipeline import Composition
+from contextstore.engine.sync import ContextEngine
+from contextstore.sample_data import load_demo_queries, load_lessons
+from contextstore.store.sync import connect
 
 LABELS = {"embedded": "SQLite + memory", "shared": "PostgreSQL + Redis"}
 
@@ -164,7 +165,7 @@ class Subject:
         self.store = connect(database_url, redis_url, namespace)
         self.store.lessons.import_records(load_lessons())
         embed = HashingEmbedder()
-        retriever = sample_retriever(embed_fn=embed)
+        retriever = demo_retriever()  # the demo's documents, searched as the demo searches
         self.engine = self.store.engine(retriever=retriever, embed_fn=embed, worker="bench")
         # The baselines do the same pure work: the same retriever, the same lessons to match
         # (held in memory), the same guard and adaptive rules; only the storage is missing.

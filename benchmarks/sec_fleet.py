@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from benchmarks.context import Bench
 from benchmarks.report import Row, rate
-from contextstore.fleet import FleetSpec, new_fleet_id, run_fleet, worker_prefix
+from contextstore.backends.sql.metrics import MetricsRepository
+from contextstore.backends.sql.repository import LessonRepository
+from contextstore.interfaces.fleet import FleetSpec, new_fleet_id, run_fleet, worker_prefix
 from contextstore.sample_data import load_lessons
-from contextstore.sql.metrics import MetricsRepository
-from contextstore.sql.repository import LessonRepository
 
 SECTION = "Fleet, PostgreSQL + Redis"
 

@@ -1,7 +1,7 @@
 """The SQL knowledge base: search, growth, ingestion, ``InMemoryRetriever`` and memory.
 
 * search p50/p95 at two sizes against one hand-written full-text statement (plus the
-  statistics read) and the same re-ranking (``contextstore.ranking.rank``);
+  statistics read) and the same re-ranking (``contextstore.core.ranking.rank``);
 * growth small → large with each query's matches held constant (marker words that occur in
   a fixed number of documents whatever the size);
 * ingestion (``import_documents``) against a raw ``executemany`` of the same rows;
@@ -24,12 +24,18 @@ import sqlalchemy as sa
 from benchmarks.context import Bench
 from benchmarks.report import Row, at_least, at_most, ms, rate
 from benchmarks.timing import percentile, timed_call_ms
-from contextstore.compose import Chunk
-from contextstore.knowledge import DocumentInput, prepare_passages
-from contextstore.ranking import Candidate, CorpusStatistics, RankingParameters, query_terms, rank
-from contextstore.retrieval import InMemoryRetriever
-from contextstore.sql.knowledge import KnowledgeBase
-from contextstore.tokens import index_term
+from contextstore.backends.sql.knowledge import KnowledgeBase
+from contextstore.core.compose import Chunk
+from contextstore.core.knowledge import DocumentInput, prepare_passages
+from contextstore.core.ranking import (
+    Candidate,
+    CorpusStatistics,
+    RankingParameters,
+    query_terms,
+    rank,
+)
+from contextstore.core.retrieval import InMemoryRetriever
+from contextstore.core.tokens import index_term
 
 LABELS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 MARKERS = 12  # marker words; each occurs in MARKER_DOCS documents at every size

@@ -12,8 +12,8 @@ from benchmarks import workload
 from benchmarks.context import Bench
 from benchmarks.report import Row, at_least, at_most, ms
 from benchmarks.timing import percentile, timed_call_ms
-from contextstore.matching import MatchOptions, MatchResult, Scope, match
-from contextstore.sql.repository import LessonRepository
+from contextstore.backends.sql.repository import LessonRepository
+from contextstore.core.matching import MatchOptions, MatchResult, Scope, match
 
 LABELS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 

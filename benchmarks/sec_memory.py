@@ -13,8 +13,8 @@ import cachetools
 from benchmarks.context import Bench
 from benchmarks.report import Row, at_least, rate
 from benchmarks.timing import compare
-from contextstore.cache.base import make_key
-from contextstore.cache.memory import MemoryContextCache
+from contextstore.backends.cache import make_key
+from contextstore.backends.memory.cache import MemoryContextCache
 
 SECTION = "Memory cache"
 SIZE = 256

@@ -10,13 +10,13 @@ from benchmarks.context import Bench
 from benchmarks.report import Row, at_least, rate
 from benchmarks.services import RedisCounter
 from benchmarks.timing import Comparison, compare
-from contextstore.adaptive.base import Sample
-from contextstore.adaptive.system import AdaptiveLearningSystem
-from contextstore.analysis import RuleBasedQueryAnalyzer
-from contextstore.cache.base import make_key
+from contextstore.backends.cache import make_key
+from contextstore.backends.redis.cache import RedisContextCache
+from contextstore.backends.redis.windows import RedisWindows
+from contextstore.backends.windows import Sample
 from contextstore.config import ContextEngineConfig
-from contextstore.redis.cache import RedisContextCache
-from contextstore.redis.windows import RedisWindows
+from contextstore.core.analysis import RuleBasedQueryAnalyzer
+from contextstore.engine.adaptive import AdaptiveLearningSystem
 
 SIZE = 256
 TTL_SECONDS = 300

@@ -1,6 +1,6 @@
 """``/v1/run`` over HTTP against the same run in process, and throughput with 32 clients.
 
-Both sides use the same PostgreSQL + Redis, the sample lessons and the sample corpus as the
+Both sides use the same PostgreSQL + Redis, the sample lessons and the demo's documents as the
 knowledge base; each side has its own namespace and every query is new, so both measure
 cache misses. The server runs as deployed: uvloop and httptools (the ``serve`` extra), the
 access log on (written to a file). Latency: one ``contextstore serve`` worker and one
@@ -35,11 +35,11 @@ import httpx
 from benchmarks.context import Bench
 from benchmarks.report import Row, ms, rate
 from benchmarks.timing import percentile
-from contextstore.apikeys import add_key
-from contextstore.async_store import connect_async
-from contextstore.matching import Scope
-from contextstore.sample_data import corpus_lines, load_demo_queries, load_lessons
-from contextstore.store import connect
+from contextstore.core.matching import Scope
+from contextstore.interfaces.apikeys import add_key, create_key_file
+from contextstore.sample_data import demo_corpus_lines, load_demo_queries, load_lessons
+from contextstore.store.aio import connect_async
+from contextstore.store.sync import connect
 
 SECTION = "HTTP API, PostgreSQL + Redis"
 CLIENTS = 32
@@ -71,6 +71,7 @@ class Served:
         return add_key(self.keys, namespace, "agent")[0]
 
     def __enter__(self) -> Served:
+        create_key_file(self.keys)  # a server refuses to start without one
         command = [sys.executable, "-m", "contextstore", "serve", "--port", str(self.port),
                    "--workers", str(self.workers)]  # fmt: skip
         with self.log.open("ab") as log:
@@ -194,9 +195,9 @@ def run(bench: Bench) -> list[Row]:
     )
     with connect(url, "", "default") as store:
         store.lessons.import_records(load_lessons())
-    for namespace in namespaces:  # the sample corpus, as each side's knowledge base
+    for namespace in namespaces:  # the demo's documents, as each side's knowledge base
         with connect(url, "", namespace) as store:
-            store.knowledge.import_jsonl(corpus_lines())
+            store.knowledge.import_jsonl(demo_corpus_lines())
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="cs-bench-serve-") as scratch:
         directory = Path(scratch)

@@ -24,13 +24,13 @@ import sqlalchemy as sa
 from benchmarks.context import Bench
 from benchmarks.report import Row, ms
 from benchmarks.timing import percentile, timed_call_ms
-from contextstore.metrics import QueryMetric, RunTrace
-from contextstore.sql.metric_queries import RUN_LESSONS, filter_conditions
-from contextstore.sql.metric_validation import row_values
-from contextstore.sql.metrics import MetricsRepository
-from contextstore.sql.models import QueryMetricRow
-from contextstore.sql.report import MetricsFilter
-from contextstore.sql.trace_queries import lesson_usage
+from contextstore.backends.sql.metrics import MetricsRepository
+from contextstore.backends.sql.metrics.queries import RUN_LESSONS, filter_conditions
+from contextstore.backends.sql.metrics.report import MetricsFilter
+from contextstore.backends.sql.metrics.validation import row_values
+from contextstore.backends.sql.models import QueryMetricRow
+from contextstore.backends.sql.trace_queries import lesson_usage
+from contextstore.core.metrics import QueryMetric, RunTrace
 
 LABELS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 NAMESPACE = "bench"

@@ -16,9 +16,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from contextstore.redis.client import RedisClient, client_from_url
-from contextstore.redis.keys import namespace_pattern
-from contextstore.sql.database import create_database_engine, migrate
+from contextstore.backends.redis.client import RedisClient, client_from_url
+from contextstore.backends.redis.keys import namespace_pattern
+from contextstore.backends.sql.database import create_database_engine, migrate
 
 RUN_ID = f"{os.getpid()}_{uuid.uuid4().hex[:6]}"
 
@@ -191,7 +191,7 @@ class SqlCounter:
     """Statements a SQLite engine's connections run (BEGIN and COMMIT included), counted by
     the driver itself (``sqlite3``'s trace callback): statements sent through
     ``Connection.execute`` and those sent on the driver connection
-    (``contextstore.sql.direct``) alike. ``commits``: the COMMITs and ROLLBACKs among them.
+    (``contextstore.backends.sql.direct``) alike. ``commits``: the COMMITs and ROLLBACKs among them.
 
     The statements of a trigger (``query_metric_lessons``'s, on every metrics row) are traced
     too, each with the text of the statement that fired it (or, by some drivers, as an SQL

@@ -17,9 +17,9 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
-from contextstore.matching import Lesson, MatchOptions, MatchResult, Scope, lookup_keys, match
-from contextstore.sql.database import read_only
-from contextstore.sql.models import LessonRow, LessonScopeRow
+from contextstore.backends.sql.database import read_only
+from contextstore.backends.sql.models import LessonRow, LessonScopeRow
+from contextstore.core.matching import Lesson, MatchOptions, MatchResult, Scope, lookup_keys, match
 
 BLOCK = 2_000
 BATCH = 10_000  # rows per executemany; one transaction each

