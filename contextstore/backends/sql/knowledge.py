@@ -27,6 +27,7 @@ from typing import Any, Final, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from contextstore.backends.sql.database import (
     autocommit,
@@ -706,11 +707,12 @@ class KnowledgeBase(ConfiguredKnowledge):
     def _insert_documents(
         self, connection: sa.Connection, documents: Sequence[DocumentInput], now: datetime
     ) -> dict[str, int]:
-        statement = sa.insert(DOCUMENTS).returning(
-            DOCUMENTS.c.id, DOCUMENTS.c.source, sort_by_parameter_order=True
-        )
-        rows = connection.execute(
-            statement,
+        # Each row returns its own source, so the order of the rows returned does not
+        # matter: asking for it (``sort_by_parameter_order``) made SQLAlchemy send SQLite one
+        # statement per document (decision 0097).
+        rows = _insert_rows(
+            connection,
+            DOCUMENTS,
             [
                 {
                     "namespace": self.namespace,
@@ -722,6 +724,7 @@ class KnowledgeBase(ConfiguredKnowledge):
                 }
                 for d in documents
             ],
+            (DOCUMENTS.c.id, DOCUMENTS.c.source),
         )
         return {source: int(i) for i, source in rows}
 
@@ -767,12 +770,13 @@ class KnowledgeBase(ConfiguredKnowledge):
         if active.embed_fn is not None:
             vectors = embed_passages(active.embed_fn, [p.text for _, p in passages])
             check_dimension(vectors, active, self.namespace)
-        # RETURNING makes SQLAlchemy send the rows as multi-row INSERTs ("insertmanyvalues"),
-        # so PostgreSQL's statement-level statistics triggers run once per page of rows, not
-        # once per row: per-row statements updated the namespace's statistics row once per
-        # chunk, piling up row versions one transaction must walk (decision 0090).
-        connection.execute(
-            sa.insert(CHUNKS).returning(CHUNKS.c.id),
+        # One statement per batch (``_insert_rows``), so PostgreSQL's statement-level
+        # statistics triggers run once per batch, not once per row: per-row statements updated
+        # the namespace's statistics row once per chunk, piling up row versions one
+        # transaction must walk (decision 0090).
+        _insert_rows(
+            connection,
+            CHUNKS,
             [
                 {
                     "document_id": document_id,
@@ -786,6 +790,7 @@ class KnowledgeBase(ConfiguredKnowledge):
                 }
                 for (document_id, passage), vector in zip(passages, vectors, strict=True)
             ],
+            (CHUNKS.c.id,),
         )
 
     # -- transactions ---------------------------------------------------------------------
@@ -809,6 +814,49 @@ class KnowledgeBase(ConfiguredKnowledge):
             connection.begin(),
         ):
             return work(connection)
+
+
+def _insert_rows(
+    connection: sa.Connection,
+    table: sa.Table,
+    rows: Sequence[Mapping[str, Any]],
+    returning: Sequence[sa.Column[Any]],
+) -> sa.CursorResult[Any]:
+    """Insert ``rows`` (the same keys each) in the order given, and return ``returning``.
+
+    SQLite: a multi-row ``INSERT … VALUES`` per page of rows, ``RETURNING`` making
+    SQLAlchemy batch them ("insertmanyvalues"). PostgreSQL: one ``INSERT … SELECT`` from
+    ``unnest`` of one array per column (``_array_insert``), whose text is the same for any
+    number of rows: psycopg parses a statement of thousands of placeholders anew on every
+    call, which cost more than the server's work (decision 0097).
+    """
+    if connection.dialect.name != "postgresql":
+        return connection.execute(sa.insert(table).returning(*returning), list(rows))
+    names = tuple(rows[0])
+    arrays = {name: [row[name] for row in rows] for name in names}
+    return connection.execute(_array_insert(table, names, tuple(returning)), arrays)
+
+
+def _array_insert(
+    table: sa.Table, names: tuple[str, ...], returning: tuple[sa.Column[Any], ...]
+) -> sa.Insert:
+    """``INSERT INTO table (names) SELECT … FROM unnest(:name, …) WITH ORDINALITY ORDER BY
+    ordinality RETURNING …``: the arrays' elements as rows, numbered (and so given their
+    ids) in the arrays' order. A JSON column's array is ``jsonb[]``, a string column's
+    ``text[]``."""
+    arrays = []
+    for name in names:
+        column_type = table.c[name].type
+        if isinstance(column_type, sa.JSON):
+            column_type = postgresql.JSONB()
+        elif isinstance(column_type, sa.String):
+            # No length: a cast to varchar(n) would cut a longer value, which the column
+            # itself refuses.
+            column_type = sa.Text()
+        arrays.append(sa.bindparam(name, type_=postgresql.ARRAY(column_type)))
+    source = sa.func.unnest(*arrays).table_valued(*names, with_ordinality="ordinality").render_derived()
+    select = sa.select(*(source.c[name] for name in names)).order_by(source.c.ordinality)
+    return sa.insert(table).from_select(list(names), select).returning(*returning)
 
 
 def _document_columns(dialect: str) -> tuple[sa.ColumnElement[Any], ...]:
