@@ -16,7 +16,9 @@ corpus is the first part of the large one, the queries are the same):
   ``AsyncPostgresStore.asearch``.
 
 ``python -m benchmarks.sec_knowledge_topk [--sizes 10000 100000] [--no-langgraph]
-[--docs docs/benchmarks-retrieval.md]`` (``pip install contextstore[bench]``).
+[--import-only] [--docs docs/benchmarks-retrieval.md]`` (``pip install contextstore[bench]``).
+``--import-only`` measures the imports alone and prints their table (``--docs`` then
+leaves the page as it is).
 """
 
 from __future__ import annotations
@@ -98,8 +100,12 @@ def hits(chunks: Sequence[Any]) -> list[tuple[str, int, float]]:
 
 
 def measure_database(
-    url: str, documents: list[DocumentInput], queries: Sequence[str], memory: InMemoryRetriever
+    url: str,
+    documents: list[DocumentInput],
+    queries: Sequence[str],
+    memory: InMemoryRetriever | None,
 ) -> dict[str, float]:
+    """Import time, then (given ``memory``, the reference) the searches'."""
     migrate(url)
     engine = create_database_engine(url)
     result: dict[str, float] = {}
@@ -108,6 +114,11 @@ def measure_database(
         started = time.perf_counter()
         base.import_documents(documents)
         result["import_s"] = time.perf_counter() - started
+        if memory is None:
+            with engine.connect() as connection:
+                count = sa.select(sa.func.count()).select_from(sa.table("chunks"))
+                result["chunks"] = connection.execute(count).scalar_one()
+            return result
         tracemalloc.start()
         started = time.perf_counter()
         base.search("warm up the index")
@@ -212,18 +223,21 @@ def measure_langgraph(documents: list[DocumentInput], queries: Sequence[str]) ->
     return result
 
 
-def run(sizes: Sequence[int], with_langgraph: bool) -> list[dict[str, Any]]:
+def run(sizes: Sequence[int], with_langgraph: bool, searches: bool = True) -> list[dict[str, Any]]:
     documents_all, pool = prose_documents(max(sizes))
     queries = natural_queries(pool, QUERIES)
     rows = []
     for size in sizes:
         chosen, _ = prose_documents(size)
         documents = [DocumentInput(source=s, text=t) for s, t in chosen]
-        memory = InMemoryRetriever()
-        for d in documents:
-            memory.add(d.text, d.source)
-        times = timed(partial(memory.retrieve, analysis=None, top_k=TOP_K), queries)
-        row: dict[str, Any] = {"size": size, "memory_p50": p(times, 0.5)}
+        row: dict[str, Any] = {"size": size, "documents": len(documents)}
+        memory = None
+        if searches:
+            memory = InMemoryRetriever()
+            for d in documents:
+                memory.add(d.text, d.source)
+            times = timed(partial(memory.retrieve, analysis=None, top_k=TOP_K), queries)
+            row["memory_p50"] = p(times, 0.5)
         folder = tempfile.mkdtemp(prefix="bench-topk-")
         try:
             url = f"sqlite:///{folder}/k.db"
@@ -232,7 +246,7 @@ def run(sizes: Sequence[int], with_langgraph: bool) -> list[dict[str, Any]]:
             shutil.rmtree(folder, ignore_errors=True)
         with postgres_schema() as url:
             row["postgresql"] = measure_database(url, documents, queries, memory)
-        if with_langgraph:
+        if with_langgraph and searches:
             row["langgraph"] = measure_langgraph(documents, queries)
         print(row, flush=True)
         rows.append(row)
@@ -242,6 +256,31 @@ def run(sizes: Sequence[int], with_langgraph: bool) -> list[dict[str, Any]]:
 
 def dash(values: dict[str, float] | None, key: str, form: str) -> str:
     return "—" if values is None else form.format(values[key])
+
+
+def import_table(rows: list[dict[str, Any]]) -> str:
+    """The imports alone (``--import-only``): time, ratio, growth."""
+    lines = [
+        "| chunks | documents | import SQLite | import PostgreSQL | PostgreSQL / SQLite |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        s, g = row["sqlite"], row["postgresql"]
+        lines.append(
+            f"| {int(g['chunks']):,} | {row['documents']:,} | {s['import_s']:.1f} s "
+            f"| {g['import_s']:.1f} s "
+            f"| {g['import_s'] / s['import_s']:.2f}× |"
+        )
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        lines += [
+            "",
+            f"Import growth {int(a['postgresql']['chunks']):,} → "
+            f"{int(b['postgresql']['chunks']):,} chunks: "
+            f"SQLite {b['sqlite']['import_s'] / a['sqlite']['import_s']:.1f}×, "
+            f"PostgreSQL {b['postgresql']['import_s'] / a['postgresql']['import_s']:.1f}×.",
+        ]
+    return "\n".join(lines)
 
 
 def tables(rows: list[dict[str, Any]], queries: int) -> str:
@@ -309,12 +348,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--no-langgraph", action="store_true")
+    parser.add_argument("--import-only", action="store_true")
     parser.add_argument("--docs", type=Path)
     args = parser.parse_args()
-    rows = run(args.sizes, not args.no_langgraph)
-    text = tables(rows, QUERIES)
+    rows = run(args.sizes, not args.no_langgraph, searches=not args.import_only)
+    text = import_table(rows) if args.import_only else tables(rows, QUERIES)
     print(text)
-    if args.docs is not None:
+    if args.docs is not None and not args.import_only:
         page = args.docs.read_text()
         start, end = "<!-- topk:start -->", "<!-- topk:end -->"
         head, rest = page.split(start, 1)

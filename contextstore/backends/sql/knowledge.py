@@ -19,6 +19,8 @@ only its query.
 
 from __future__ import annotations
 
+import functools
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -28,6 +30,7 @@ from typing import Any, Final, TypeVar
 import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import psycopg
 
 from contextstore.backends.sql.database import (
     autocommit,
@@ -821,42 +824,56 @@ def _insert_rows(
     table: sa.Table,
     rows: Sequence[Mapping[str, Any]],
     returning: Sequence[sa.Column[Any]],
-) -> sa.CursorResult[Any]:
-    """Insert ``rows`` (the same keys each) in the order given, and return ``returning``.
+) -> list[Any]:
+    """Insert ``rows`` (the same keys each) in the order given; the ``returning`` rows.
 
     SQLite: a multi-row ``INSERT … VALUES`` per page of rows, ``RETURNING`` making
-    SQLAlchemy batch them ("insertmanyvalues"). PostgreSQL: one ``INSERT … SELECT`` from
-    ``unnest`` of one array per column (``_array_insert``), whose text is the same for any
-    number of rows: psycopg parses a statement of thousands of placeholders anew on every
-    call, which cost more than the server's work (decision 0097).
+    SQLAlchemy batch them ("insertmanyvalues"). PostgreSQL through psycopg: one
+    ``INSERT … SELECT`` from ``unnest`` of one array per column (``_array_insert``), sent
+    in binary: a statement of thousands of placeholders is parsed anew by psycopg on every
+    call, and an array of text in text format is quoted element by element in Python,
+    each costing more than the server's work (decision 0097). The values go through the
+    columns' own bind processing, as in any other statement.
     """
-    if connection.dialect.name != "postgresql":
-        return connection.execute(sa.insert(table).returning(*returning), list(rows))
+    if connection.dialect.driver != "psycopg":
+        return list(connection.execute(sa.insert(table).returning(*returning), list(rows)))
     names = tuple(rows[0])
-    arrays = {name: [row[name] for row in rows] for name in names}
-    return connection.execute(_array_insert(table, names, tuple(returning)), arrays)
+    arrays: dict[str, list[Any]] = {}
+    for name in names:
+        process = table.c[name].type._cached_bind_processor(connection.dialect)
+        values = [row[name] for row in rows]
+        arrays[name] = values if process is None else [process(value) for value in values]
+    return list(connection.exec_driver_sql(_array_insert(table, names, tuple(returning)), arrays))
 
 
+@functools.cache
 def _array_insert(
-    table: sa.Table, names: tuple[str, ...], returning: tuple[sa.Column[Any], ...]
-) -> sa.Insert:
-    """``INSERT INTO table (names) SELECT … FROM unnest(:name, …) WITH ORDINALITY ORDER BY
-    ordinality RETURNING …``: the arrays' elements as rows, numbered (and so given their
-    ids) in the arrays' order. A JSON column's array is ``jsonb[]``, a string column's
-    ``text[]``."""
+    table: sa.Table,
+    names: tuple[str, ...],
+    returning: tuple[sa.Column[Any], ...],
+) -> str:
+    """``INSERT INTO table (names) SELECT … FROM unnest(%(name)b, …) WITH ORDINALITY ORDER
+    BY ordinality RETURNING …``: the arrays' elements as rows, numbered (and so given their
+    ids) in the arrays' order; every array a binary parameter (psycopg's ``%b``). A JSON
+    column's array is ``jsonb[]``, a string column's ``text[]`` (a cast to ``varchar(n)[]``
+    would cut a longer value, which the column itself refuses)."""
     arrays = []
     for name in names:
         column_type = table.c[name].type
         if isinstance(column_type, sa.JSON):
             column_type = postgresql.JSONB()
         elif isinstance(column_type, sa.String):
-            # No length: a cast to varchar(n) would cut a longer value, which the column
-            # itself refuses.
             column_type = sa.Text()
         arrays.append(sa.bindparam(name, type_=postgresql.ARRAY(column_type)))
-    source = sa.func.unnest(*arrays).table_valued(*names, with_ordinality="ordinality").render_derived()
-    select = sa.select(*(source.c[name] for name in names)).order_by(source.c.ordinality)
-    return sa.insert(table).from_select(list(names), select).returning(*returning)
+    rows = sa.func.unnest(*arrays).table_valued(*names, with_ordinality="ordinality")
+    rows = rows.render_derived()
+    select = sa.select(*(rows.c[name] for name in names)).order_by(rows.c.ordinality)
+    statement = sa.insert(table).from_select(list(names), select).returning(*returning)
+    compiled = statement.compile(dialect=psycopg.dialect())  # type: ignore[no-untyped-call]
+    return _BINARY_PLACEHOLDER.sub(r"%(\1)b", str(compiled))
+
+
+_BINARY_PLACEHOLDER: Final = re.compile(r"%\((\w+)\)s")
 
 
 def _document_columns(dialect: str) -> tuple[sa.ColumnElement[Any], ...]:
