@@ -17,8 +17,10 @@ corpus is the first part of the large one, the queries are the same):
 
 ``python -m benchmarks.sec_knowledge_topk [--sizes 10000 100000] [--no-langgraph]
 [--import-only] [--docs docs/benchmarks-retrieval.md]`` (``pip install contextstore[bench]``).
-``--import-only`` measures the imports alone and prints their table (``--docs`` then
-leaves the page as it is).
+``--import-only`` measures the imports alone, wall-clock and CPU time (this process's, and
+the PostgreSQL server process's where the server runs on this machine: on a shared machine
+the wall-clock time mostly measures the wait for a core), and writes their table between
+the page's ``import`` markers.
 """
 
 from __future__ import annotations
@@ -99,6 +101,19 @@ def hits(chunks: Sequence[Any]) -> list[tuple[str, int, float]]:
     return [(c.source, c.metadata["passage"], c.score) for c in chunks]
 
 
+def process_cpu(pids: Sequence[int]) -> float:
+    """CPU seconds the processes ``pids`` (PostgreSQL's server processes) have used; NaN
+    when they are not on this machine."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def measure_database(
     url: str,
     documents: list[DocumentInput],
@@ -108,12 +123,20 @@ def measure_database(
     """Import time, then (given ``memory``, the reference) the searches'."""
     migrate(url)
     engine = create_database_engine(url)
+    backends: list[int] = []
+    if engine.dialect.name == "postgresql":
+        sa.event.listen(engine, "connect", lambda dbapi, _: backends.append(dbapi.info.backend_pid))
     result: dict[str, float] = {}
     try:
         base = KnowledgeBase(engine, "bench")
+        base.settings()  # connected: the server process's CPU is counted from here
+        server = process_cpu(backends)
+        cpu = time.process_time()
         started = time.perf_counter()
         base.import_documents(documents)
         result["import_s"] = time.perf_counter() - started
+        result["import_cpu_s"] = time.process_time() - cpu
+        result["server_cpu_s"] = process_cpu(backends) - server
         if memory is None:
             with engine.connect() as connection:
                 count = sa.select(sa.func.count()).select_from(sa.table("chunks"))
@@ -258,18 +281,28 @@ def dash(values: dict[str, float] | None, key: str, form: str) -> str:
     return "—" if values is None else form.format(values[key])
 
 
+def cpu(row: dict[str, Any], database: str) -> float:
+    """The import's CPU seconds on ``database``: this process's and the server's."""
+    measured = row[database]
+    return float(measured["import_cpu_s"]) + float(measured.get("server_cpu_s", 0.0))
+
+
 def import_table(rows: list[dict[str, Any]]) -> str:
     """The imports alone (``--import-only``): time, ratio, growth."""
     lines = [
-        "| chunks | documents | import SQLite | import PostgreSQL | PostgreSQL / SQLite |",
-        "| ---: | ---: | ---: | ---: | ---: |",
+        "| chunks | documents | import SQLite | import PostgreSQL | PostgreSQL / SQLite "
+        "| CPU SQLite | CPU PostgreSQL: client + server | PostgreSQL / SQLite, CPU |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         s, g = row["sqlite"], row["postgresql"]
+        g_cpu = g["import_cpu_s"] + g["server_cpu_s"]
         lines.append(
             f"| {int(g['chunks']):,} | {row['documents']:,} | {s['import_s']:.1f} s "
-            f"| {g['import_s']:.1f} s "
-            f"| {g['import_s'] / s['import_s']:.2f}× |"
+            f"| {g['import_s']:.1f} s | {g['import_s'] / s['import_s']:.2f}× "
+            f"| {s['import_cpu_s']:.1f} s "
+            f"| {g['import_cpu_s']:.1f} + {g['server_cpu_s']:.1f} s "
+            f"| {g_cpu / s['import_cpu_s']:.2f}× |"
         )
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]
@@ -278,7 +311,9 @@ def import_table(rows: list[dict[str, Any]]) -> str:
             f"Import growth {int(a['postgresql']['chunks']):,} → "
             f"{int(b['postgresql']['chunks']):,} chunks: "
             f"SQLite {b['sqlite']['import_s'] / a['sqlite']['import_s']:.1f}×, "
-            f"PostgreSQL {b['postgresql']['import_s'] / a['postgresql']['import_s']:.1f}×.",
+            f"PostgreSQL {b['postgresql']['import_s'] / a['postgresql']['import_s']:.1f}×; "
+            f"CPU: SQLite {cpu(b, 'sqlite') / cpu(a, 'sqlite'):.1f}×, "
+            f"PostgreSQL {cpu(b, 'postgresql') / cpu(a, 'postgresql'):.1f}×.",
         ]
     return "\n".join(lines)
 
@@ -354,9 +389,10 @@ def main() -> None:
     rows = run(args.sizes, not args.no_langgraph, searches=not args.import_only)
     text = import_table(rows) if args.import_only else tables(rows, QUERIES)
     print(text)
-    if args.docs is not None and not args.import_only:
+    if args.docs is not None:
         page = args.docs.read_text()
-        start, end = "<!-- topk:start -->", "<!-- topk:end -->"
+        marker = "import" if args.import_only else "topk"
+        start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
         head, rest = page.split(start, 1)
         _, tail = rest.split(end, 1)
         args.docs.write_text(f"{head}{start}\n{text}\n{end}{tail}")
