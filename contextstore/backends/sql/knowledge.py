@@ -114,6 +114,12 @@ __all__ = ["DEFAULT_CANDIDATE_LIMIT", "ImportSummary", "KnowledgeBase"]
 DEFAULT_CANDIDATE_LIMIT: Final = 1000
 # Documents per insert batch (and per progress report) during an import.
 BATCH_SIZE: Final = 500
+# PostgreSQL: the fewest chunk rows one INSERT of an import carries (the rows of whole
+# batches, so up to a batch more), with one progress report. Its statement-level triggers
+# update the namespace's statistics and term rows once per statement, and every update of
+# a row leaves a version the next one walks until the commit: statements of one batch made
+# the triggers' work grow with the square of the import (decisions 0090, 0097).
+CHUNKS_PER_STATEMENT: Final = 10_000
 # The most terms of a search statement ``plan_small`` builds and compiles where it is called
 # (the async knowledge base: on the event loop, where a thread would cost the loop more in
 # GIL hand-offs than the compilation); a larger one is left to a worker thread.
@@ -125,6 +131,7 @@ STALE_REPLANS: Final = 3
 T = TypeVar("T")
 Progress = Callable[[int], None]
 Documents = list[Document]
+Rows = list[dict[str, Any]]
 
 
 def _utc_now() -> datetime:
@@ -667,6 +674,11 @@ class KnowledgeBase(ConfiguredKnowledge):
         known = self._known(connection, [d.source for d in documents])
         added = updated = unchanged = 0
         now = self._clock()
+        # Chunk rows made, not yet inserted, and the documents they wait with (PostgreSQL
+        # inserts them CHUNKS_PER_STATEMENT at a time, SQLite batch by batch).
+        pending: Rows = []
+        waiting = 0
+        per_statement = CHUNKS_PER_STATEMENT if connection.dialect.name == "postgresql" else 0
         for start in range(0, len(documents), BATCH_SIZE):
             batch = documents[start : start + BATCH_SIZE]
             fresh = [d for d in batch if d.source not in known]
@@ -679,15 +691,19 @@ class KnowledgeBase(ConfiguredKnowledge):
                 ids.update(self._insert_documents(connection, fresh, now))
             if changed:
                 ids.update(self._update_documents(connection, changed, known, now))
-            self._insert_chunks(
-                connection,
-                [(ids[d.source], prepared[d.source]) for d in batch if d.source in ids],
-                active,
+            pending += self._chunk_rows(
+                [(ids[d.source], prepared[d.source]) for d in batch if d.source in ids], active
             )
             added += len(fresh)
             updated += len(changed)
-            if progress is not None:
-                progress(len(batch))
+            waiting += len(batch)
+            if len(pending) >= per_statement or start + BATCH_SIZE >= len(documents):
+                if pending:
+                    _insert_rows(connection, CHUNKS, pending, (CHUNKS.c.id,))
+                pending = []
+                if progress is not None:
+                    progress(waiting)
+                waiting = 0
         return ImportSummary(added=added, updated=updated, unchanged=unchanged)
 
     def _lock(self, connection: sa.Connection) -> None:
@@ -760,41 +776,30 @@ class KnowledgeBase(ConfiguredKnowledge):
         )
         return ids
 
-    def _insert_chunks(
-        self,
-        connection: sa.Connection,
-        documents: Sequence[tuple[int, Sequence[Passage]]],
-        active: Active,
-    ) -> None:
+    def _chunk_rows(
+        self, documents: Sequence[tuple[int, Sequence[Passage]]], active: Active
+    ) -> Rows:
+        """The ``chunks`` rows of ``documents`` (id and passages), embedded."""
         passages = [(document_id, p) for document_id, group in documents for p in group]
         if not passages:
-            return
+            return []
         vectors: Sequence[Any] = [None] * len(passages)
         if active.embed_fn is not None:
             vectors = embed_passages(active.embed_fn, [p.text for _, p in passages])
             check_dimension(vectors, active, self.namespace)
-        # One statement per batch (``_insert_rows``), so PostgreSQL's statement-level
-        # statistics triggers run once per batch, not once per row: per-row statements updated
-        # the namespace's statistics row once per chunk, piling up row versions one
-        # transaction must walk (decision 0090).
-        _insert_rows(
-            connection,
-            CHUNKS,
-            [
-                {
-                    "document_id": document_id,
-                    "namespace": self.namespace,
-                    "position": passage.position,
-                    "text": passage.text,
-                    "terms": passage.terms,
-                    "term_counts": dict(passage.counts),
-                    "length": passage.length,
-                    **_embedding_columns(vector, active.embedder),
-                }
-                for (document_id, passage), vector in zip(passages, vectors, strict=True)
-            ],
-            (CHUNKS.c.id,),
-        )
+        return [
+            {
+                "document_id": document_id,
+                "namespace": self.namespace,
+                "position": passage.position,
+                "text": passage.text,
+                "terms": passage.terms,
+                "term_counts": dict(passage.counts),
+                "length": passage.length,
+                **_embedding_columns(vector, active.embedder),
+            }
+            for (document_id, passage), vector in zip(passages, vectors, strict=True)
+        ]
 
     # -- transactions ---------------------------------------------------------------------
 
