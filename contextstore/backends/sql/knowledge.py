@@ -139,7 +139,10 @@ class KnowledgeBase(ConfiguredKnowledge):
     ``InMemoryRetriever``. ``candidate_limit`` (≥ 1) bounds the chunks one search reads in
     SQL. Without an embedder, and unless ``local_index=False``, a search ranks in a
     process-local index of the namespace (``knowledge_index``): exact whatever the number of
-    matches, rebuilt on the first search after any write. ``mode`` is the default search
+    matches. After any write the index is rebuilt in the background (a daemon thread, one
+    build at a time, ``knowledge_builds``) and searches are ranked in SQL until it is
+    swapped in, exact then while the matches fit ``candidate_limit``, as with
+    ``local_index=False``; ``wait_for_index`` waits for it. ``mode`` is the default search
     mode (``hybrid``, ``lexical`` or ``vector``, as in ``InMemoryRetriever``);
     ``exact_vectors`` makes PostgreSQL scan every vector instead of using its HNSW index.
     Thread-safe: every call opens its own connection.
@@ -246,9 +249,9 @@ class KnowledgeBase(ConfiguredKnowledge):
                 return []
             snapshot = local.snapshot
             if snapshot is None:
-                snapshot = local.build_now()
-                if snapshot is None:
-                    return None
+                # Never built, or stale: built in the background, answered in SQL meanwhile.
+                local.start_build()
+                return None
             if not self.agrees(local, snapshot, self.settings):
                 continue
             ranked = snapshot.rank(terms, top_k, checked, weights)
@@ -256,7 +259,25 @@ class KnowledgeBase(ConfiguredKnowledge):
             answer = local.answer(snapshot, ranked, rows)
             if answer is not None:
                 return answer
+            # ``answer`` dropped a stale snapshot (the loop then starts a build), or hid an
+            # unreadable text from this one (the loop ranks again).
         return None
+
+    def wait_for_index(self, timeout: float | None = None) -> bool:
+        """Wait until the local index describes the namespace as it is now (for tests, and a
+        caller that would rather wait than have the next searches ranked in SQL).
+
+        The build in flight, if any, is waited for; then, if the index is still missing or
+        older than the namespace's generation, it is built in the calling thread. ``True``
+        once it is current; ``False`` without a local index (``local_index=False``), for a
+        namespace of more than ``MAX_LOCAL_CHUNKS`` chunks, after ``timeout`` seconds
+        (``None``: no limit), when the build failed (logged) or writes kept outrunning it,
+        and for a namespace that embeds (searched in SQL: nothing is built). Reads the
+        namespace's settings first, so raises as ``settings`` does.
+        """
+        if self.local is None or self.settings().embed_fn is not None:
+            return False
+        return self.local.refresh(timeout)
 
     def lexical_request(
         self, query: str, top_k: int, filters: Mapping[str, Any] | None

@@ -131,7 +131,18 @@ def flavoured(flavour: str, database_url: str, make_sync: Any, make_async: Any) 
         try:
             yield Blocking(make_async(async_engine), runner)
         finally:
+            # A local index build the test started is a task of this loop: let it end
+            # before its engine is disposed of.
+            runner.run(_settle())
             runner.run(async_engine.dispose())
+
+
+async def _settle() -> None:
+    """Wait for every other task of the running loop (their errors are theirs to log)."""
+    current = asyncio.current_task()
+    await asyncio.gather(
+        *(t for t in asyncio.all_tasks() if t is not current), return_exceptions=True
+    )
 
 
 @pytest.fixture
