@@ -198,8 +198,9 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
             await self._ready()
         target = self.target
         chosen = target.mode if mode is None else search_mode(mode)
-        if target.local is not None and chosen != "vector":
-            found = await self._local_search(target, target.local, query, top_k, filters)
+        local = target.local if chosen != "vector" else None
+        if local is not None:
+            found = await self._local_search(target, local, query, top_k, filters)
             if found is not None:
                 return found
         plan = None
@@ -211,6 +212,8 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
                 _PLANNER, functools.partial(target.plan, query, top_k, filters, mode)
             )
         result: list[Chunk] = await greenlet_spawn(target.finish, plan)
+        if local is not None and target.needs_build(local):
+            self._start_build(local)  # once this answer is made, as ``KnowledgeBase.search``
         return result
 
     async def _local_search(
@@ -218,8 +221,8 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
     ) -> list[Chunk] | None:
         """``KnowledgeBase._local_search`` awaited: the ranking on the loop (numpy, a
         millisecond or two), the read of the top chunks awaited. ``None``: search in SQL
-        instead; when the index is missing or stale a build is started as a task of the
-        loop (``_start_build``), which this search does not wait for."""
+        instead; when the index is missing or stale ``search`` then starts a build as a task
+        of the loop (``_start_build``), which no search waits for."""
         for _ in range(LOCAL_ATTEMPTS):
             if isinstance(query, str) and len(query) <= PLANNED_ON_THE_LOOP_CHARS:
                 request = target.lexical_request(query, top_k, filters)
@@ -235,8 +238,7 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
                 return []
             snapshot = local.snapshot
             if snapshot is None:
-                self._start_build(local)
-                return None
+                return None  # answered in SQL, built in the background (``search``)
             if snapshot.settings_version != target.active_version():
                 await greenlet_spawn(target.agrees, local, snapshot, target.settings)
                 continue

@@ -229,11 +229,22 @@ class KnowledgeBase(ConfiguredKnowledge):
         (``knowledge_vectors``), so a chunk sharing no word with the query can be found.
         """
         chosen = self.mode if mode is None else search_mode(mode)
-        if self.local is not None and chosen != "vector":
-            found = self._local_search(self.local, query, top_k, filters)
-            if found is not None:
-                return found
-        return self.finish(self.plan(query, top_k, filters, mode))
+        local = self.local
+        if local is None or chosen == "vector":
+            return self.finish(self.plan(query, top_k, filters, mode))
+        found = self._local_search(local, query, top_k, filters)
+        if found is not None:
+            return found
+        found = self.finish(self.plan(query, top_k, filters, mode))
+        if self.needs_build(local):
+            # Started once this answer is made, so its CPU work does not slow it down.
+            local.start_build()
+        return found
+
+    def needs_build(self, local: LocalIndex) -> bool:
+        """Whether a search just answered in SQL should start a build of ``local``: it has
+        no current snapshot, and the namespace does not embed (no I/O)."""
+        return local.snapshot is None and self._active().embed_fn is None
 
     def _local_search(
         self, local: LocalIndex, query: str, top_k: int, filters: Mapping[str, Any] | None
@@ -249,9 +260,7 @@ class KnowledgeBase(ConfiguredKnowledge):
                 return []
             snapshot = local.snapshot
             if snapshot is None:
-                # Never built, or stale: built in the background, answered in SQL meanwhile.
-                local.start_build()
-                return None
+                return None  # never built, or stale: answered in SQL, built in the background
             if not self.agrees(local, snapshot, self.settings):
                 continue
             ranked = snapshot.rank(terms, top_k, checked, weights)
@@ -259,8 +268,8 @@ class KnowledgeBase(ConfiguredKnowledge):
             answer = local.answer(snapshot, ranked, rows)
             if answer is not None:
                 return answer
-            # ``answer`` dropped a stale snapshot (the loop then starts a build), or hid an
-            # unreadable text from this one (the loop ranks again).
+            # ``answer`` dropped a stale snapshot (the loop then leaves the search to SQL), or
+            # hid an unreadable text from this one (the loop ranks again).
         return None
 
     def wait_for_index(self, timeout: float | None = None) -> bool:
