@@ -6,7 +6,7 @@ round adds one new document to a namespace whose index is current, then times on
 top 10:
 
 * **before** (the index rebuilt in the caller's thread, then the search): the round waits
-  for the index (``wait_for_index``, which builds it in the calling thread) and searches,
+  for the index (``wait_for_index``, which starts a build and waits for it) and searches,
   timed together, which is what a search did before builds moved off the caller's thread;
 * **after**: the search alone, answered by the SQL ranking while the build runs on its
   daemon thread beside it (same process, same GIL, same two cores); the build is then waited

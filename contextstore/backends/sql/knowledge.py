@@ -277,7 +277,7 @@ class KnowledgeBase(ConfiguredKnowledge):
         caller that would rather wait than have the next searches ranked in SQL).
 
         The build in flight, if any, is waited for; then, if the index is still missing or
-        older than the namespace's generation, it is built in the calling thread. ``True``
+        older than the namespace's generation, a build is started and waited for. ``True``
         once it is current; ``False`` without a local index (``local_index=False``), for a
         namespace of more than ``MAX_LOCAL_CHUNKS`` chunks, after ``timeout`` seconds
         (``None``: no limit), when the build failed (logged) or writes kept outrunning it,

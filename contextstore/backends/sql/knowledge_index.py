@@ -342,11 +342,11 @@ class LocalIndex:
 
     # -- the sync path --------------------------------------------------------------------
 
-    def start_build(self) -> bool:
-        """Build in the background unless a build is in flight or one failed lately
-        (``state.claim``); ``True`` if one was started. Never raises for the build: a
+    def start_build(self, *, now: bool = False) -> bool:
+        """Build in the background unless a build is in flight or (unless ``now``) one failed
+        lately (``state.claim``); ``True`` if one was started. Never raises for the build: a
         failure is logged (``BuildState.release``) and the snapshot left as it was."""
-        if not self.state.claim():
+        if not self.state.claim(now=now):
             return False
         start_daemon(self._build_in_background, f"contextstore-index-{self._namespace}")
         return True
@@ -361,7 +361,7 @@ class LocalIndex:
             self.state.release(error)
 
     def build_once(self) -> bool | None:
-        """Read, build and ``install`` in the calling thread (the caller holds the claim):
+        """Read, build and ``install`` (the caller holds the claim):
         ``True`` once installed, ``False`` when the namespace was written meanwhile,
         ``None`` when it holds more than ``max_chunks`` chunks."""
         read = self._guard(self.read)
@@ -372,14 +372,17 @@ class LocalIndex:
 
     def refresh(self, timeout: float | None = None) -> bool:
         """Wait until the current snapshot describes the namespace as it is now: the build
-        in flight is waited for, then one is made in the calling thread if still needed.
-        ``False`` after ``timeout`` seconds (``None``: no limit), when the namespace holds
-        more than ``max_chunks`` chunks, when a build failed (logged), or when writes kept
-        making ``ATTEMPTS`` builds stale."""
+        in flight is waited for, then one is started (even soon after a failure) and waited
+        for if still needed. ``False`` after ``timeout`` seconds (``None``: no limit; the
+        build goes on), when the namespace holds more than ``max_chunks`` chunks, when the
+        build failed (logged), or when writes kept making ``ATTEMPTS`` builds stale."""
         deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         for _ in range(ATTEMPTS):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not self.state.wait(left):
+            if not self.state.wait(left()):
                 return False
             generation = self._guard(self.current_generation)
             snapshot = self._snapshot
@@ -387,17 +390,12 @@ class LocalIndex:
                 return True
             if self.too_large_at(generation):
                 return False
-            if not self.state.claim(now=True):
-                continue  # a search started a build in between: wait for that one
-            error: Exception | None = None
-            try:
-                built = self.build_once()
-            except Exception as raised:
-                error = raised
-            finally:
-                self.state.release(error)
-            if error is not None or built is None:
-                return False
+            if self.start_build(now=True):
+                if not self.state.wait(left()):
+                    return False
+                if self.state.failures_in_a_row:
+                    return False
+            # Else a search started a build in between: the next turn waits for it.
         return False
 
     def drop(self, snapshot: Snapshot) -> None:

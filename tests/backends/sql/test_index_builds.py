@@ -132,7 +132,8 @@ def test_a_search_right_after_a_write_is_exact_without_waiting_for_the_build(
     assert found == expected(memory_of([*DOCUMENTS, ADDED]))
     assert builds.entered.wait(SECONDS) and local.state.building
     assert local.state.started == 2 and local.builds == 1
-    assert caller not in reads and caller not in builds.threads[1:]
+    assert reads and caller not in reads and caller not in builds.threads
+    assert not base.wait_for_index(0.05)  # the build is still held
     builds.release.set()
     assert base.wait_for_index()
     assert local.builds == 2 and local.state.started == 2
@@ -271,6 +272,7 @@ def test_an_awaited_search_right_after_a_write_does_not_wait_for_the_build(
             assert await asyncio.to_thread(builds.entered.wait, SECONDS)
             assert local.state.started == 2 and local.state.building and local.builds == 1
             assert loop_thread not in builds.threads
+            assert not await base.wait_for_index(0.05)  # the build is still held
             builds.release.set()
             assert await base.wait_for_index()
             assert local.builds == 2 and local.state.started == 2
