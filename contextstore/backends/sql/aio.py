@@ -41,7 +41,7 @@ from contextstore.backends.sql.database import _safe, normalise_url
 from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.errors import translate_errors
 from contextstore.backends.sql.knowledge import KnowledgeBase, Progress
-from contextstore.backends.sql.knowledge_builds import in_daemon_thread
+from contextstore.backends.sql.knowledge_builds import in_daemon_thread, start_task
 from contextstore.backends.sql.knowledge_index import ATTEMPTS as LOCAL_ATTEMPTS
 from contextstore.backends.sql.knowledge_index import LocalIndex
 from contextstore.backends.sql.knowledge_settings import UNCHANGED, Active, Unchanged
@@ -258,7 +258,7 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
         """Build ``local`` in a task of the running loop unless a build is in flight or one
         failed lately (``BuildState.claim``)."""
         if local.state.claim():
-            self._build_task = asyncio.get_running_loop().create_task(self._claimed_build(local))
+            self._build_task = start_task(self._claimed_build(local))
 
     async def _claimed_build(self, local: LocalIndex) -> bool | None:
         """``LocalIndex.build_once`` awaited, the claim released whatever happens: a failure
@@ -325,7 +325,7 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
                     # Claimed by a sync search on ``target``'s index: wait in a thread.
                     await asyncio.to_thread(local.state.wait)
                 continue
-            task = asyncio.get_running_loop().create_task(self._claimed_build(local))
+            task = start_task(self._claimed_build(local))
             self._build_task = task
             built = await asyncio.shield(task)
             if built:

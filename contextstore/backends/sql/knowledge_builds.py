@@ -21,8 +21,9 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Final, TypeVar
+import weakref
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
 
 __all__ = [
     "RETRY_AFTER",
@@ -30,6 +31,8 @@ __all__ = [
     "in_daemon_thread",
     "running_builds",
     "start_daemon",
+    "start_task",
+    "wait_for_build_tasks",
     "wait_for_builds",
 ]
 
@@ -42,6 +45,7 @@ T = TypeVar("T")
 
 _RUNNING: set[threading.Thread] = set()
 _RUNNING_LOCK = threading.Lock()
+_TASKS: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
 
 def start_daemon(work: Callable[[], None], name: str) -> threading.Thread:
@@ -80,6 +84,21 @@ def wait_for_builds(timeout: float | None = None) -> bool:
             thread.join(left)
             if thread.is_alive():
                 return False
+
+
+def start_task(build: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """``build`` as a task of the running loop, registered for ``wait_for_build_tasks``."""
+    task = asyncio.get_running_loop().create_task(build)
+    _TASKS.add(task)
+    return task
+
+
+async def wait_for_build_tasks() -> None:
+    """Await the builds still running as tasks of the running loop (each logs its own
+    failure; none is raised here)."""
+    loop = asyncio.get_running_loop()
+    running = [task for task in list(_TASKS) if task.get_loop() is loop and not task.done()]
+    await asyncio.gather(*running, return_exceptions=True)
 
 
 async def in_daemon_thread(work: Callable[[], T], name: str) -> T:

@@ -23,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from contextstore.backends.sql.database import create_database_engine, migrate
+from contextstore.backends.sql.knowledge_builds import wait_for_build_tasks
 from contextstore.backends.sql.repository import LessonRepository
 from tests.aio import Blocking
 from tests.sql_schemas import replay_migration, schema_url
@@ -133,16 +134,8 @@ def flavoured(flavour: str, database_url: str, make_sync: Any, make_async: Any) 
         finally:
             # A local index build the test started is a task of this loop: let it end
             # before its engine is disposed of.
-            runner.run(_settle())
+            runner.run(wait_for_build_tasks())
             runner.run(async_engine.dispose())
-
-
-async def _settle() -> None:
-    """Wait for every other task of the running loop (their errors are theirs to log)."""
-    current = asyncio.current_task()
-    await asyncio.gather(
-        *(t for t in asyncio.all_tasks() if t is not current), return_exceptions=True
-    )
 
 
 @pytest.fixture
