@@ -292,8 +292,8 @@ class LocalIndex:
     """One namespace's ``Snapshot`` for one ``KnowledgeBase``, rebuilt when its generation moves.
 
     Thread-safe: searches read the current snapshot without a lock. A search that finds none
-    calls ``start_build`` (a daemon thread, at most one build in flight, ``state``) and is
-    answered in SQL meanwhile; ``refresh`` waits for an index describing the namespace as it
+    is answered in SQL, then calls ``start_build`` (a daemon thread, at most one build in
+    flight, ``state``); ``refresh`` waits for an index describing the namespace as it
     is (``KnowledgeBase.wait_for_index``). The async knowledge base calls ``read``,
     ``build``, ``current_generation`` and ``install`` apart, so the I/O is awaited and the
     building runs off the event loop. ``clock`` and ``retry_after``: when a failed build may
@@ -361,9 +361,9 @@ class LocalIndex:
             self.state.release(error)
 
     def build_once(self) -> bool | None:
-        """Read, build and ``install`` (the caller holds the claim):
-        ``True`` once installed, ``False`` when the namespace was written meanwhile,
-        ``None`` when it holds more than ``max_chunks`` chunks."""
+        """Read, build and ``install`` (the caller holds the claim): ``True`` once installed,
+        ``False`` when the namespace was written meanwhile, ``None`` when it holds more than
+        ``max_chunks`` chunks."""
         read = self._guard(self.read)
         if read is None:
             return None
