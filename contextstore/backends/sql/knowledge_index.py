@@ -37,6 +37,7 @@ import sqlalchemy as sa
 from numpy.typing import NDArray
 from sqlalchemy.dialects import postgresql
 
+from contextstore.backends.sql.database import read_only
 from contextstore.backends.sql.direct import DirectStatement
 from contextstore.backends.sql.knowledge_builds import RETRY_AFTER, BuildState, start_daemon
 from contextstore.backends.sql.knowledge_queries import CHUNKS, DOCUMENTS, STATS, read_metadata
@@ -413,6 +414,10 @@ class LocalIndex:
         engine = self._engine
         if engine.dialect.name == "postgresql":
             engine = engine.execution_options(isolation_level="REPEATABLE READ")
+        else:
+            # A deferred BEGIN: one snapshot without the write lock, which a build in the
+            # background would otherwise hold from writers for as long as it reads.
+            engine = read_only(engine)
         with engine.connect() as connection, connection.begin():
             found = connection.execute(generation, values).first()
             current = 0 if found is None or found[0] is None else int(found[0])

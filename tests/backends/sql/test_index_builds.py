@@ -311,3 +311,31 @@ assert entered.wait(30) and running_builds()
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "['a.md']"
     assert not running_builds()
+
+
+def test_a_build_reading_the_namespace_does_not_keep_writers_waiting(engine: sa.Engine) -> None:
+    """The build's one consistent read takes no write lock (a deferred BEGIN on SQLite,
+    REPEATABLE READ on PostgreSQL): a write goes through while a build is held mid-read."""
+    base = KnowledgeBase(engine, f"bg_{uuid.uuid4().hex[:10]}")
+    base.import_documents(inputs(DOCUMENTS))
+    reading, release = threading.Event(), threading.Event()
+
+    def hold(connection: Any, cursor: Any, statement: str, *args: Any) -> None:
+        building = threading.current_thread().name.startswith("contextstore-index")
+        if building and "term_counts" in statement:
+            reading.set()
+            assert release.wait(SECONDS), "the test never released the build"
+
+    sa.event.listen(engine, "after_cursor_execute", hold)
+    try:
+        base.search("refund", 3)
+        assert reading.wait(SECONDS)
+        base.add(*ADDED)  # while the build's read transaction is open
+        assert running_builds()
+    finally:
+        release.set()
+        assert wait_for_builds(SECONDS)
+        sa.event.remove(engine, "after_cursor_execute", hold)
+    local = base.local
+    assert local is not None and local.builds == 1 and local.snapshot is None  # stale
+    assert base.wait_for_index() and local.builds == 2
