@@ -126,7 +126,10 @@ def test_the_local_top_k_is_the_full_ranking(
     )
     base.import_documents([DocumentInput(source=s, text=t, metadata=m) for t, s, m in documents])
     check(base, documents, searches, analyzer)
-    assert base.local is not None and base.local.builds == 1
+    # A query of stop words alone has no terms under ``english``: nothing to rank, no build.
+    analyse = memory_of([], analyzer).analyzer.weighted_query_terms
+    ranked = any(analyse(query) for query, _, _ in searches)
+    assert base.local is not None and base.local.builds == (1 if ranked else 0)
     # A write moves the generation: the next search sees it (a new document, one replaced,
     # one deleted), through a rebuilt index.
     renamed = [(text, f"x{source}", metadata) for text, source, metadata in extra[:5]]
@@ -139,7 +142,7 @@ def test_the_local_top_k_is_the_full_ranking(
         base.delete(documents[-1][1])
         current.remove(documents[-1])
     check(base, current, searches, analyzer)
-    assert base.local.builds == 2
+    assert base.local.builds == (2 if ranked else 0)
 
 
 def test_a_namespace_written_by_another_process_is_seen_at_once(engine: sa.Engine) -> None:
