@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from contextstore.backends.sql import knowledge, knowledge_index, knowledge_queries
 from contextstore.backends.sql.aio import AsyncKnowledgeBase, create_async_database_engine
 from contextstore.backends.sql.database import create_database_engine
 from contextstore.backends.sql.knowledge import KnowledgeBase
-from contextstore.backends.sql.knowledge_queries import MAX_CACHED_SEARCHES, SearchStatements
+from contextstore.backends.sql.knowledge import index as knowledge_index
+from contextstore.backends.sql.knowledge import queries as knowledge_queries
+from contextstore.backends.sql.knowledge import repository as knowledge
+from contextstore.backends.sql.knowledge.queries import MAX_CACHED_SEARCHES, SearchStatements
 
 LINES = [
     json.dumps(

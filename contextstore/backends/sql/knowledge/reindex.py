@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 
-from contextstore.backends.sql.knowledge_queries import CHUNKS
-from contextstore.backends.sql.knowledge_settings import (
+from contextstore.backends.sql.knowledge.queries import CHUNKS
+from contextstore.backends.sql.knowledge.settings import (
     UNCHANGED,
     StoredSettings,
     Unchanged,
@@ -46,7 +46,7 @@ from contextstore.core.tokens import index_term, tokenize
 from contextstore.errors import ConfigurationError, ValidationError
 
 if TYPE_CHECKING:
-    from contextstore.backends.sql.knowledge import KnowledgeBase
+    from contextstore.backends.sql.knowledge.repository import KnowledgeBase
 
 __all__ = ["ConfigureSummary", "configure", "stale_embeddings"]
 

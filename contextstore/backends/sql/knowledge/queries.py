@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 from sqlalchemy.dialects import postgresql
 
 from contextstore.backends.sql.direct import DirectStatement
-from contextstore.backends.sql.knowledge_settings import settings_version_column
+from contextstore.backends.sql.knowledge.settings import settings_version_column
 from contextstore.backends.sql.models import (
     ChunkRow,
     DocumentRow,

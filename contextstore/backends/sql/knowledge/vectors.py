@@ -33,7 +33,7 @@ import numpy as np
 import sqlalchemy as sa
 from numpy.typing import NDArray
 
-from contextstore.backends.sql.knowledge_queries import (
+from contextstore.backends.sql.knowledge.queries import (
     CHUNKS,
     DOCUMENTS,
     SearchPlan,

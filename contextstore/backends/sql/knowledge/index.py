@@ -35,8 +35,8 @@ from numpy.typing import NDArray
 from sqlalchemy.dialects import postgresql
 
 from contextstore.backends.sql.direct import DirectStatement
-from contextstore.backends.sql.knowledge_queries import CHUNKS, DOCUMENTS, STATS, read_metadata
-from contextstore.backends.sql.knowledge_settings import settings_version_column
+from contextstore.backends.sql.knowledge.queries import CHUNKS, DOCUMENTS, STATS, read_metadata
+from contextstore.backends.sql.knowledge.settings import settings_version_column
 from contextstore.backends.sql.unreadable import UnreadableRowError, check_json, check_text
 from contextstore.core.compose import Chunk
 from contextstore.core.knowledge import FilterValue

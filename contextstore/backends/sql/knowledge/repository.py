@@ -34,9 +34,9 @@ from contextstore.backends.sql.database import (
     tolerating_bytes,
     translate_errors,
 )
-from contextstore.backends.sql.knowledge_config import ConfiguredKnowledge
-from contextstore.backends.sql.knowledge_index import ATTEMPTS, LocalIndex, Snapshot
-from contextstore.backends.sql.knowledge_queries import (
+from contextstore.backends.sql.knowledge.config import ConfiguredKnowledge
+from contextstore.backends.sql.knowledge.index import ATTEMPTS, LocalIndex, Snapshot
+from contextstore.backends.sql.knowledge.queries import (
     CHUNKS,
     DOCUMENTS,
     SearchPlan,
@@ -47,7 +47,7 @@ from contextstore.backends.sql.knowledge_queries import (
     plan_search,
     read_metadata,
 )
-from contextstore.backends.sql.knowledge_settings import (
+from contextstore.backends.sql.knowledge.settings import (
     Active,
     Configuration,
     build_embedder,
@@ -55,7 +55,7 @@ from contextstore.backends.sql.knowledge_settings import (
     check_embedder,
     read_settings,
 )
-from contextstore.backends.sql.knowledge_vectors import (
+from contextstore.backends.sql.knowledge.vectors import (
     MARGIN,
     HybridPlan,
     VectorQuery,
