@@ -40,9 +40,7 @@ def dialect(url: str) -> str:
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     warnings = SkipWarnings(what="document", log=logging.getLogger("contextstore.core.knowledge"))
-    monkeypatch.setattr(
-        "contextstore.backends.sql.knowledge.repository.DOCUMENT_WARNINGS", warnings
-    )
+    monkeypatch.setattr("contextstore.backends.sql.knowledge.reads.DOCUMENT_WARNINGS", warnings)
     monkeypatch.setattr("contextstore.backends.sql.knowledge.queries.DOCUMENT_WARNINGS", warnings)
 
 

@@ -6,15 +6,16 @@ other on its next search, without restarting or re-indexing anything. ``search``
 statistics, which the migrations' triggers keep in ``knowledge_stats`` and
 ``knowledge_terms``; so whenever a query's matches fit ``candidate_limit``, SQLite,
 PostgreSQL and an ``InMemoryRetriever`` holding the same documents return the same chunks in
-the same order. The statements live in ``knowledge_queries``, apart from their execution.
+the same order.
 
-A lexical search is one statement in autocommit (one snapshot, one round trip, no BEGIN or
-COMMIT); a hybrid or vector search adds one read transaction for the nearest chunks
-(``knowledge_vectors``). Every other public method is one transaction of its own. Writes
-validate everything first (``contextstore.core.knowledge``) and raise ``ValidationError``
-naming the field or line before anything is written; an import is all or nothing.
-Embeddings are computed once, when a document is written, with ``embed_fn``; a search embeds
-only its query.
+The knowledge base is written in halves by concern: searching (``knowledge.search``, with
+the statements in ``knowledge.queries``), reading documents (``knowledge.reads``), the
+namespace's settings (``knowledge.config``); this module holds the constructor, the writes
+(an import, a delete, a re-embedding) and the transactions. Every public method but a
+search is one transaction of its own. Writes validate everything first
+(``contextstore.core.knowledge``) and raise ``ValidationError`` naming the field or line
+before anything is written; an import is all or nothing. Embeddings are computed once, when
+a document is written, with ``embed_fn``; a search embeds only its query.
 """
 
 from __future__ import annotations
@@ -34,19 +35,10 @@ from contextstore.backends.sql.database import (
     tolerating_bytes,
     translate_errors,
 )
-from contextstore.backends.sql.knowledge.config import ConfiguredKnowledge
-from contextstore.backends.sql.knowledge.index import ATTEMPTS, LocalIndex, Snapshot
-from contextstore.backends.sql.knowledge.queries import (
-    CHUNKS,
-    DOCUMENTS,
-    SearchPlan,
-    SearchStatements,
-    generation_from,
-    generation_statement,
-    lock_namespace_statement,
-    plan_search,
-    read_metadata,
-)
+from contextstore.backends.sql.knowledge.index import LocalIndex
+from contextstore.backends.sql.knowledge.queries import SearchStatements, lock_namespace_statement
+from contextstore.backends.sql.knowledge.reads import DocumentReads, check_source
+from contextstore.backends.sql.knowledge.search import KnowledgeSearch
 from contextstore.backends.sql.knowledge.settings import (
     Active,
     Configuration,
@@ -55,31 +47,10 @@ from contextstore.backends.sql.knowledge.settings import (
     check_embedder,
     read_settings,
 )
-from contextstore.backends.sql.knowledge.vectors import (
-    MARGIN,
-    HybridPlan,
-    VectorQuery,
-    describe,
-    finish_hybrid,
-    plan_hybrid,
-    vector_backend,
-    vector_candidates,
-)
+from contextstore.backends.sql.knowledge.tables import CHUNKS, DOCUMENTS
 from contextstore.backends.sql.repository import ImportSummary
 from contextstore.backends.sql.transactions import retry_locks
-from contextstore.backends.sql.unreadable import (
-    DOCUMENT_WARNINGS,
-    UnreadableRowError,
-    check_json,
-    check_text,
-    printable,
-    raw_text,
-    read_timestamp,
-    safe_timestamp,
-)
-from contextstore.core.analysis import QueryAnalysis
 from contextstore.core.analyzers import Analyzer, analyzer_named
-from contextstore.core.compose import Chunk
 from contextstore.core.embedding import EmbedFn
 from contextstore.core.knowledge import (
     Document,
@@ -89,56 +60,39 @@ from contextstore.core.knowledge import (
     parse_jsonl,
     prepare_passages,
     validate_document,
-    validate_filters,
 )
-from contextstore.core.ranking import RankingParameters, unit_vector
+from contextstore.core.ranking import RankingParameters
 from contextstore.core.retrieval import DEFAULT_PASSAGE_CHARS, SearchMode, search_mode
-from contextstore.core.tokens import index_term
-from contextstore.core.validation import (
-    check_count,
-    check_integer,
-    check_optional_count,
-    optional_storable_text,
-    storable_text,
-)
 from contextstore.errors import NotFoundError, ValidationError
 
-__all__ = ["DEFAULT_CANDIDATE_LIMIT", "ImportSummary", "KnowledgeBase"]
+__all__ = ["BATCH_SIZE", "DEFAULT_CANDIDATE_LIMIT", "ImportSummary", "KnowledgeBase", "Progress"]
 
 # Candidates fetched per search. Enough for every query whose lexical matches matter; the
 # full-text rank picks which ones when more match.
 DEFAULT_CANDIDATE_LIMIT: Final = 1000
 # Documents per insert batch (and per progress report) during an import.
 BATCH_SIZE: Final = 500
-# The most terms of a search statement ``plan_small`` builds and compiles where it is called
-# (the async knowledge base: on the event loop, where a thread would cost the loop more in
-# GIL hand-offs than the compilation); a larger one is left to a worker thread.
-COMPILED_IN_PLACE_TERMS: Final = 16
-# Plans one search makes at most when the namespace is reconfigured under it (each switch
-# is a whole reindex, so a second one within a search is already unlikely).
-STALE_REPLANS: Final = 3
 
 T = TypeVar("T")
 Progress = Callable[[int], None]
-Documents = list[Document]
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class KnowledgeBase(ConfiguredKnowledge):
+class KnowledgeBase(KnowledgeSearch, DocumentReads):
     """One namespace's documents; a ``Retriever`` for ``ContextEngine``.
 
     ``embed_fn`` (for example ``HashingEmbedder()``) turns on fusion with cosine similarity;
     ``analyzer`` (``"simple"``, ``"english"``) and ``embedder`` (a registry name) ask for a
     namespace's configuration: a namespace configured in the database (``configure``) is
     analysed and embedded as stored, and a different request is refused on first use
-    (``knowledge_settings``);
+    (``knowledge.settings``);
     ``keyword_weight``, ``k1``, ``b`` and ``max_passage_chars`` mean what they mean for
     ``InMemoryRetriever``. ``candidate_limit`` (≥ 1) bounds the chunks one search reads in
     SQL. Without an embedder, and unless ``local_index=False``, a search ranks in a
-    process-local index of the namespace (``knowledge_index``): exact whatever the number of
+    process-local index of the namespace (``knowledge.index``): exact whatever the number of
     matches, rebuilt on the first search after any write. ``mode`` is the default search
     mode (``hybrid``, ``lexical`` or ``vector``, as in ``InMemoryRetriever``);
     ``exact_vectors`` makes PostgreSQL scan every vector instead of using its HNSW index.
@@ -199,341 +153,10 @@ class KnowledgeBase(ConfiguredKnowledge):
         # that yields to the event loop instead of blocking it.
         self._sleep = sleep
         # Lexical searches rank in a process-local index kept in step with the namespace's
-        # generation (``knowledge_index``, decision 0089); fusion with an embedder stays in SQL.
+        # generation (``knowledge.index``, decision 0089); fusion with an embedder stays in SQL.
         self.local: LocalIndex | None = None
         if local_index:
             self.local = LocalIndex(engine, namespace, self.parameters, guard=self.guarded)
-
-    # -- search ---------------------------------------------------------------------------
-
-    def search(
-        self,
-        query: str,
-        top_k: int = 5,
-        filters: Mapping[str, Any] | None = None,
-        mode: SearchMode | None = None,
-    ) -> list[Chunk]:
-        """Up to ``top_k`` chunks for ``query``, best first: score, then source, then passage.
-
-        Only chunks sharing a term with the query are returned (``[]`` for a blank query,
-        ``top_k <= 0`` or an empty namespace). ``filters`` keep chunks whose document metadata
-        matches every key (``contextstore.core.knowledge.validate_filters``). A query the embedder
-        fails on is ranked by BM25 alone.
-
-        ``mode`` (default: the knowledge base's) ranks as ``InMemoryRetriever`` does:
-        ``lexical`` by BM25; ``vector`` by cosine over every chunk the filters allow; ``hybrid``
-        fuses both over the lexical matches and the nearest chunks, which the database finds
-        (``knowledge_vectors``), so a chunk sharing no word with the query can be found.
-        """
-        chosen = self.mode if mode is None else search_mode(mode)
-        if self.local is not None and chosen != "vector":
-            found = self._local_search(self.local, query, top_k, filters)
-            if found is not None:
-                return found
-        return self.finish(self.plan(query, top_k, filters, mode))
-
-    def _local_search(
-        self, local: LocalIndex, query: str, top_k: int, filters: Mapping[str, Any] | None
-    ) -> list[Chunk] | None:
-        """The local index's answer, or ``None``: search in SQL (an embedder, a namespace too
-        large, or one written faster than the index follows)."""
-        for _ in range(ATTEMPTS):
-            request = self.lexical_request(query, top_k, filters)
-            if request is None:
-                return None
-            terms, weights, checked = request
-            if not terms or top_k <= 0:
-                return []
-            snapshot = local.snapshot
-            if snapshot is None:
-                snapshot = local.build_now()
-                if snapshot is None:
-                    return None
-            if not self.agrees(local, snapshot, self.settings):
-                continue
-            ranked = snapshot.rank(terms, top_k, checked, weights)
-            rows = self.guarded(partial(local.fetch, local.fetch_values(ranked, snapshot)))
-            answer = local.answer(snapshot, ranked, rows)
-            if answer is not None:
-                return answer
-        return None
-
-    def lexical_request(
-        self, query: str, top_k: int, filters: Mapping[str, Any] | None
-    ) -> tuple[tuple[str, ...], dict[str, int] | None, dict[str, tuple[Any, ...]]] | None:
-        """The checked arguments of a lexical search: index terms, their weights (``None``:
-        all 1) and the filters; ``None`` when the namespace embeds (a fused search)."""
-        if not isinstance(query, str):
-            raise ValidationError("query", f"must be a string, got {type(query).__name__}")
-        check_integer(top_k, "top_k")
-        checked = validate_filters(filters)
-        active = self._active()
-        if active.embed_fn is not None:
-            return None
-        weighted = weighted_query_terms(active.analyzer, query)
-        terms = tuple(index_term(term) for term, _ in weighted)
-        weights = None
-        if active.analyzer.name != "simple":
-            weights = {index_term(term): weight for term, weight in weighted}
-        return terms, weights, checked
-
-    def agrees(self, local: LocalIndex, snapshot: Snapshot, refresh: Callable[[], Any]) -> bool:
-        """Whether ``snapshot`` was built with the settings queries are analysed with; if
-        not, ``refresh`` (reads the settings) is called and a snapshot older than them
-        dropped, and the caller analyses the query again."""
-        if snapshot.settings_version == self._active().version:
-            return True
-        refresh()
-        if self._active().version > snapshot.settings_version:
-            local.drop(snapshot)
-        return False
-
-    def active_version(self) -> int:
-        """The settings version queries are analysed for now (no I/O)."""
-        return self._active().version
-
-    @property
-    def url(self) -> sa.URL:
-        return self._engine.url
-
-    def guarded(self, read: Callable[[], T]) -> T:
-        """``read()`` with the database's errors translated, and SQLite text that is not
-        UTF-8 read leniently."""
-
-        def translated() -> T:
-            with translate_errors(self._engine.url):
-                return read()
-
-        return tolerating_bytes(self._engine, translated)
-
-    def finish(self, plan: SearchPlan | HybridPlan) -> list[Chunk]:
-        """Run ``plan``'s statements (compiled already) and rank their rows: ``search`` after
-        ``plan``. The async knowledge base plans in a worker thread and finishes on the loop."""
-        lexical = plan.lexical if isinstance(plan, HybridPlan) else plan
-        rows: Sequence[Any] = []
-        # A plan made for other settings than the index's (a reconfigure switched it) is
-        # made again: a search answers from one index, analysed as that index was.
-        for _ in range(STALE_REPLANS):
-            rows = self._lexical_rows(lexical)
-            if lexical.statement is None or not self._stale(lexical, rows):
-                break
-            self.settings()
-            plan = self.plan(*lexical.request)
-            lexical = plan.lexical if isinstance(plan, HybridPlan) else plan
-        if isinstance(plan, HybridPlan):
-            return finish_hybrid(plan, rows, self._vectors, self.parameters)
-        return lexical.finish(rows)
-
-    def _lexical_rows(self, plan: SearchPlan) -> Sequence[Any]:
-        if plan.statement is None:
-            return []
-        statement, values = plan.statement
-        # One statement in autocommit: one snapshot (the statistics and the candidates agree)
-        # and one round trip, with no BEGIN, COMMIT or ROLLBACK around it.
-
-        def select(statement: Any, values: dict[str, Any]) -> Sequence[Any]:
-            with translate_errors(self._engine.url):
-                return statement.rows(values)  # type: ignore[no-any-return]
-
-        return tolerating_bytes(self._engine, partial(select, statement, values))
-
-    def _vectors(self, query: VectorQuery) -> tuple[list[Any], float]:
-        backend = self.vector_backend()
-        return self._read(lambda c: vector_candidates(c, backend, query))
-
-    def vector_backend(self) -> str:
-        """How this database finds vector candidates: ``sqlite-vec``, ``pgvector`` or
-        ``exact scan`` (``knowledge_vectors``); read once."""
-        if self._vector_backend is None:
-            self._vector_backend = self._read(vector_backend)
-        return self._vector_backend
-
-    def describe_vectors(self) -> str:
-        """How this database searches vectors, in words (``contextstore db check``)."""
-        return self._read(describe)
-
-    def plan(
-        self,
-        query: str,
-        top_k: int = 5,
-        filters: Mapping[str, Any] | None = None,
-        mode: SearchMode | None = None,
-    ) -> SearchPlan | HybridPlan:
-        """``search`` without the I/O: validated arguments, the query analysed and embedded
-        (once), the one statement to run, compiled, and the pure ranking of its rows.
-
-        ``search`` is ``finish(plan(…))``. All the CPU work that grows with the query is
-        here, so an async caller runs it in a worker thread. Raises ``ValidationError`` like
-        ``search``.
-        """
-        plan = self._plan(query, top_k, filters, mode, compile_up_to=None)
-        assert plan is not None  # nothing left uncompiled: a plan always
-        return plan
-
-    def plan_small(
-        self,
-        query: str,
-        top_k: int = 5,
-        filters: Mapping[str, Any] | None = None,
-        mode: SearchMode | None = None,
-    ) -> SearchPlan | HybridPlan | None:
-        """``plan``, or ``None`` when it would build a statement of more than
-        ``COMPILED_IN_PLACE_TERMS`` terms (tens of milliseconds): an async caller plans a
-        short query on the loop, and a costly one in a thread."""
-        return self._plan(query, top_k, filters, mode, compile_up_to=COMPILED_IN_PLACE_TERMS)
-
-    def _plan(
-        self,
-        query: str,
-        top_k: int,
-        filters: Mapping[str, Any] | None,
-        mode: SearchMode | None,
-        *,
-        compile_up_to: int | None,
-    ) -> SearchPlan | HybridPlan | None:
-        chosen = self.mode if mode is None else search_mode(mode)
-        if not isinstance(query, str):
-            raise ValidationError("query", f"must be a string, got {type(query).__name__}")
-        check_integer(top_k, "top_k")
-        checked = validate_filters(filters)
-        active = self._active()
-        weighted = weighted_query_terms(active.analyzer, query)
-        terms = tuple(index_term(term) for term, _ in weighted)
-        weights = None
-        if active.analyzer.name != "simple":
-            weights = {index_term(term): weight for term, weight in weighted}
-        if chosen == "vector" and active.embedder is None:
-            raise ValidationError("mode", "'vector' needs an embedder")
-        unit = None
-        if chosen != "lexical" and top_k > 0:
-            unit = self._query_vector(query, active)
-        search = partial(
-            plan_search,
-            self._statements,
-            self.namespace,
-            top_k=top_k,
-            filters=checked,
-            candidate_limit=self.candidate_limit,
-            parameters=self.parameters,
-            embedder=active.embedder,
-            compile_up_to=compile_up_to,
-            settings_version=active.version,
-            weights=weights,
-            request=(query, top_k, filters, mode),
-        )
-        if unit is None or active.embedder is None:
-            # Lexical, or the query could not be embedded: BM25 alone (nothing for vector).
-            return search(terms=() if chosen == "vector" else terms)
-        vectors = VectorQuery(
-            self.namespace,
-            active.embedder,
-            unit,
-            checked,
-            top_k + MARGIN,
-            chosen,
-            self.exact_vectors,
-        )
-        return plan_hybrid(search, terms, vectors)
-
-    def retrieve(
-        self,
-        query: str,
-        analysis: QueryAnalysis | None = None,
-        top_k: int = 5,
-        filters: Mapping[str, Any] | None = None,
-    ) -> list[Chunk]:
-        """``search`` in the default mode, for the ``Retriever`` protocol (``analysis`` is not
-        read)."""
-        return self.search(query, top_k, filters)
-
-    def generation(self) -> int:
-        """The namespace's knowledge generation: it grows with every change (0 before any).
-
-        One primary-key read; a context composed at another generation is stale.
-        """
-        statement = generation_statement(self.namespace)
-        # Alone in autocommit: one statement, one round trip, on every run of the engine.
-        with translate_errors(self._engine.url), self._autocommit.connect() as c:
-            return generation_from(c.execute(statement).first())
-
-    def _query_vector(
-        self, query: str, active: Active
-    ) -> np.ndarray[Any, np.dtype[np.float32]] | None:
-        if active.embed_fn is None:
-            return None
-        try:
-            raw = np.asarray(active.embed_fn(query), dtype=np.float64).ravel()
-        except Exception:
-            return None
-        if active.dimension is not None and raw.shape[0] != active.dimension:
-            raise ValidationError(
-                "embedder",
-                f"{active.registry_name} returned a {raw.shape[0]}-dimension query vector; "
-                f"namespace {self.namespace!r} records {active.dimension} dimensions",
-            )
-        return unit_vector(raw, raw.shape[0]) if raw.shape[0] > 0 else None
-
-    # -- reads ----------------------------------------------------------------------------
-
-    def get(self, source: str) -> Document:
-        """The document ``source`` with its passages in order; ``NotFoundError`` if none."""
-        _check_source(source)
-        statement = (
-            sa.select(*_document_columns(self._engine.dialect.name), CHUNKS.c.text)
-            .select_from(DOCUMENTS.outerjoin(CHUNKS, CHUNKS.c.document_id == DOCUMENTS.c.id))
-            .where(DOCUMENTS.c.namespace == self.namespace, DOCUMENTS.c.source == source)
-            .order_by(CHUNKS.c.position)
-        )
-        rows = self._read(lambda c: c.execute(statement).all())
-        if not rows:
-            raise NotFoundError(f"no document {source!r} in namespace {self.namespace!r}")
-        try:
-            passages = tuple(check_text("text", row[-1]) for row in rows if row[-1] is not None)
-            return _document(rows[0][:-1], len(passages), passages)
-        except UnreadableRowError as error:
-            raise ValidationError(
-                error.column, f"document {source!r} is stored with an unreadable {error}"
-            ) from error
-
-    def list(
-        self, prefix: str | None = None, limit: int | None = None, offset: int = 0
-    ) -> Documents:
-        """Documents ordered by source (code point order), without their passages.
-
-        ``prefix`` keeps sources starting with it (case-sensitively); ``limit`` of ``None``
-        means all. A negative ``limit`` or ``offset`` is refused.
-        """
-        check_optional_count(limit, "limit")
-        check_count(offset, "offset")
-        optional_storable_text(prefix, "prefix")
-        counts = (
-            sa.select(CHUNKS.c.document_id, sa.func.count().label("n"))
-            .where(CHUNKS.c.namespace == self.namespace)
-            .group_by(CHUNKS.c.document_id)
-            .subquery()
-        )
-        statement = (
-            sa.select(
-                *_document_columns(self._engine.dialect.name), sa.func.coalesce(counts.c.n, 0)
-            )
-            .select_from(DOCUMENTS.outerjoin(counts, counts.c.document_id == DOCUMENTS.c.id))
-            .where(DOCUMENTS.c.namespace == self.namespace)
-            .order_by(_by_code_point(self._engine.dialect.name))
-            .limit(limit)
-            .offset(offset)
-        )
-        if prefix:
-            statement = statement.where(
-                sa.func.substr(DOCUMENTS.c.source, 1, len(prefix)) == prefix
-            )
-        rows = self._read(lambda c: c.execute(statement).all())
-        documents: Documents = []
-        for row in rows:
-            try:
-                documents.append(_document(row[:-1], int(row[-1])))
-            except UnreadableRowError as error:
-                DOCUMENT_WARNINGS.skipped(printable(row[0]), error)
-        return documents
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -578,7 +201,7 @@ class KnowledgeBase(ConfiguredKnowledge):
     def delete(self, source: str, *, missing_ok: bool = False) -> bool:
         """Delete the document ``source`` and its passages; ``True`` once deleted. None there:
         ``NotFoundError``, or ``False`` with ``missing_ok`` (a delete that may be repeated)."""
-        _check_source(source)
+        check_source(source)
 
         def work(connection: sa.Connection) -> int:
             self._lock(connection)
@@ -687,7 +310,7 @@ class KnowledgeBase(ConfiguredKnowledge):
         return ImportSummary(added=added, updated=updated, unchanged=unchanged)
 
     def _lock(self, connection: sa.Connection) -> None:
-        connection.execute(lock_namespace_statement(connection.dialect.name, self.namespace))
+        connection.execute(lock_namespace_statement(connection, self.namespace))
 
     def _known(
         self, connection: sa.Connection, sources: Sequence[str]
@@ -811,33 +434,6 @@ class KnowledgeBase(ConfiguredKnowledge):
             return work(connection)
 
 
-def _document_columns(dialect: str) -> tuple[sa.ColumnElement[Any], ...]:
-    """The documents' columns, metadata and timestamps fetched in a form the driver cannot
-    fail on: a row typed by hand in SQL is then skipped (or named) by ``_document``, instead
-    of failing the statement and every other document with it."""
-    d = DOCUMENTS.c
-    metadata = sa.type_coerce(d["metadata"], sa.String()) if dialect == "sqlite" else d["metadata"]
-    return (
-        d.source,
-        metadata,
-        d.content_hash,
-        safe_timestamp(d.created_at, dialect),
-        safe_timestamp(d.updated_at, dialect),
-        raw_text(d.created_at),
-        raw_text(d.updated_at),
-    )
-
-
-def weighted_query_terms(analyzer: Analyzer, query: str) -> tuple[tuple[str, int], ...]:
-    """The query's terms and weights under the namespace's analyzer (the CPU work of a
-    search's analysis, which an async search runs off the loop for a long query)."""
-    return analyzer.weighted_query_terms(query)
-
-
-def _check_source(source: object) -> None:
-    storable_text(source, "source")
-
-
 def _all_rows(statement: sa.Select[Any], connection: sa.Connection) -> list[Any]:
     return list(connection.execute(statement).all())
 
@@ -846,29 +442,6 @@ def _execute_many(
     statement: sa.Update, rows: Sequence[Mapping[str, Any]], connection: sa.Connection
 ) -> None:
     connection.execute(statement, list(rows))
-
-
-def _document(row: Sequence[Any], chunk_count: int, passages: tuple[str, ...] = ()) -> Document:
-    """A ``_document_columns`` row as a ``Document``; ``UnreadableRowError`` when a column
-    holds what the library cannot read (bytes that are not UTF-8, metadata that is not a JSON
-    object, a timestamp that is not one)."""
-    source, metadata, digest, created_at, updated_at, created_raw, updated_raw = row
-    return Document(
-        source=check_text("source", source),
-        metadata=check_json("metadata", read_metadata(metadata)),
-        content_hash=digest,
-        chunk_count=chunk_count,
-        created_at=read_timestamp("created_at", created_at, created_raw),
-        updated_at=read_timestamp("updated_at", updated_at, updated_raw),
-        passages=passages,
-    )
-
-
-def _by_code_point(dialect: str) -> sa.ColumnElement[Any]:
-    # PostgreSQL's default collation would sort by locale; "C" sorts by code point, as SQLite.
-    if dialect == "postgresql":
-        return DOCUMENTS.c.source.collate("C")
-    return DOCUMENTS.c.source
 
 
 def _embedding_columns(vector: Any, embedder: str | None) -> dict[str, Any]:
