@@ -3,8 +3,8 @@
 ``ConfiguredKnowledge`` is the part of ``KnowledgeBase`` that reads and changes the settings
 ``knowledge_settings`` stores (docs/decisions/0085-namespace-analyzer-and-embedder-in-sql.md):
 the properties say what the knowledge base analyses and embeds with, ``settings`` reads the
-row, ``configure`` reindexes (``reindex``), and ``_stale`` tells a search planned for other
-settings than its index's.
+row, ``configure`` reindexes (``knowledge.reindex``), and ``_stale`` tells a search planned
+for other settings than its index's.
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ driver does the I/O. Building and compiling happen in ``plan``, never while rows
 
 A search is one statement, run in autocommit: at most ``candidate_limit`` candidate chunks
 found through the full-text index (FTS5 ``MATCH`` on SQLite, the GIN-indexed ``@@`` on
-PostgreSQL), best full-text rank first, with the metadata filters applied in SQL; each row
-also carries the namespace's statistics and the frequencies of the query's terms, read by
-uncorrelated scalar subqueries (primary-key lookups of ``knowledge_stats`` and
-``knowledge_terms``, evaluated once per statement). One statement reads one snapshot, so the
-statistics always describe the corpus the candidates come from, without a transaction around
-it. Nothing scans ``chunks``.
+PostgreSQL: each database's ``KnowledgeStrategy.search_select``), best full-text rank first,
+with the metadata filters applied in SQL; each row also carries the namespace's statistics
+and the frequencies of the query's terms, read by uncorrelated scalar subqueries
+(primary-key lookups of ``knowledge_stats`` and ``knowledge_terms``, evaluated once per
+statement). One statement reads one snapshot, so the statistics always describe the corpus
+the candidates come from, without a transaction around it. Nothing scans ``chunks``.
 """
 
 from __future__ import annotations

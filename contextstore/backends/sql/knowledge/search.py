@@ -89,7 +89,7 @@ class KnowledgeSearch(ConfiguredKnowledge):
         ``mode`` (default: the knowledge base's) ranks as ``InMemoryRetriever`` does:
         ``lexical`` by BM25; ``vector`` by cosine over every chunk the filters allow; ``hybrid``
         fuses both over the lexical matches and the nearest chunks, which the database finds
-        (``knowledge_vectors``), so a chunk sharing no word with the query can be found.
+        (``knowledge.vectors``), so a chunk sharing no word with the query can be found.
         """
         chosen = self.mode if mode is None else search_mode(mode)
         if self.local is not None and chosen != "vector":
@@ -209,7 +209,7 @@ class KnowledgeSearch(ConfiguredKnowledge):
 
     def vector_backend(self) -> str:
         """How this database finds vector candidates: ``sqlite-vec``, ``pgvector`` or
-        ``exact scan`` (``knowledge_vectors``); read once."""
+        ``exact scan`` (``knowledge.vectors``); read once."""
         if self._vector_backend is None:
             self._vector_backend = self._read(vector_backend)
         return self._vector_backend
