@@ -35,7 +35,7 @@ from benchmarks.prose_corpus import natural_queries, prose_documents
 from benchmarks.sec_knowledge_topk import hits, p, postgres_schema
 from contextstore.backends.sql.database import create_database_engine, migrate
 from contextstore.backends.sql.knowledge import KnowledgeBase
-from contextstore.backends.sql.knowledge_builds import wait_for_builds
+from contextstore.backends.sql.knowledge.builds import wait_for_builds
 from contextstore.core.knowledge import DocumentInput
 
 TOP_K = 10

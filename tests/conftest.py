@@ -25,7 +25,7 @@ import sqlalchemy as sa
 import typer.testing
 from hypothesis import settings
 
-from contextstore.backends.sql.knowledge_builds import wait_for_builds
+from contextstore.backends.sql.knowledge.builds import wait_for_builds
 from tests.harness import *  # noqa: F403  (the backend-parametrised fixtures)
 from tests.leftovers import SCHEMAS_LEFT, leftovers, note_new_keys, unique_name, user_schemas
 from tests.sql_schemas import postgres_migration_script  # noqa: F401  (a fixture)

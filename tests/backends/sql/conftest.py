@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from contextstore.backends.sql.database import create_database_engine, migrate
-from contextstore.backends.sql.knowledge_builds import wait_for_build_tasks
+from contextstore.backends.sql.knowledge.builds import wait_for_build_tasks
 from contextstore.backends.sql.repository import LessonRepository
 from tests.aio import Blocking
 from tests.sql_schemas import replay_migration, schema_url

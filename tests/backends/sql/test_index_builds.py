@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from contextstore.backends.sql import knowledge_index
 from contextstore.backends.sql.aio import AsyncKnowledgeBase, create_async_database_engine
 from contextstore.backends.sql.knowledge import KnowledgeBase
-from contextstore.backends.sql.knowledge_builds import running_builds, wait_for_builds
-from contextstore.backends.sql.knowledge_index import LocalIndex
+from contextstore.backends.sql.knowledge import index as knowledge_index
+from contextstore.backends.sql.knowledge.builds import running_builds, wait_for_builds
+from contextstore.backends.sql.knowledge.index import LocalIndex
 from contextstore.core.compose import Chunk
 from contextstore.core.knowledge import DocumentInput
 from contextstore.core.retrieval import InMemoryRetriever
@@ -185,7 +185,7 @@ def test_a_failing_build_is_logged_once_and_tried_again_on_a_later_search(
     base.import_documents(inputs(DOCUMENTS))
     memory = memory_of(DOCUMENTS)
     builds.failures = 2
-    caplog.set_level(logging.DEBUG, logger="contextstore.backends.sql.knowledge_builds")
+    caplog.set_level(logging.DEBUG, logger="contextstore.backends.sql.knowledge.builds")
 
     def search() -> list[tuple[str, int, float]]:
         found = hits(base.search("refund receipt", 2))
@@ -290,10 +290,10 @@ def test_a_build_in_flight_does_not_keep_the_process_from_exiting(
     database.write_bytes(migrated_sqlite_file.read_bytes())
     script = f"""
 import threading, sys
-from contextstore.backends.sql import knowledge_index
+from contextstore.backends.sql.knowledge import index as knowledge_index
 from contextstore.backends.sql.database import create_database_engine
 from contextstore.backends.sql.knowledge import KnowledgeBase
-from contextstore.backends.sql.knowledge_builds import running_builds
+from contextstore.backends.sql.knowledge.builds import running_builds
 
 entered = threading.Event()
 def forever(*args):

@@ -181,7 +181,7 @@ def test_the_local_index_serves_lexical_searches_only(engine: sa.Engine, embedde
 
 
 def test_a_namespace_larger_than_the_bound_is_searched_in_sql(engine: sa.Engine) -> None:
-    from contextstore.backends.sql.knowledge_index import LocalIndex
+    from contextstore.backends.sql.knowledge.index import LocalIndex
 
     base = KnowledgeBase(engine, f"topk_{uuid.uuid4().hex[:10]}", candidate_limit=2)
     assert base.local is not None

@@ -11,7 +11,7 @@ and ranks a query in memory exactly as ``InMemoryRetriever`` does (``core.topk.f
 primary key together with the namespace's generation: if the generation is the one the index
 was built at, the index describes exactly the snapshot those texts come from, so the answer is
 exact; if it moved (any write bumps it), the index is dropped and the search is answered by
-the SQL ranking while a new index is built in the background (``knowledge_builds``, one build
+the SQL ranking while a new index is built in the background (``knowledge.builds``, one build
 at a time), swapped in once built if the generation has not moved again. See decisions 0089
 (the index) and 0098 (its builds off the caller's thread) for the measurements behind this.
 
@@ -35,13 +35,16 @@ from typing import Any, Final, cast
 import numpy as np
 import sqlalchemy as sa
 from numpy.typing import NDArray
-from sqlalchemy.dialects import postgresql
 
 from contextstore.backends.sql.database import read_only
+from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.direct import DirectStatement
-from contextstore.backends.sql.knowledge_builds import RETRY_AFTER, BuildState, start_daemon
-from contextstore.backends.sql.knowledge_queries import CHUNKS, DOCUMENTS, STATS, read_metadata
-from contextstore.backends.sql.knowledge_settings import settings_version_column
+from contextstore.backends.sql.knowledge.builds import RETRY_AFTER, BuildState, start_daemon
+from contextstore.backends.sql.knowledge.queries import read_metadata
+from contextstore.backends.sql.knowledge.settings import settings_version_column
+from contextstore.backends.sql.knowledge.strategies import strategy_of
+from contextstore.backends.sql.knowledge.strategy import KnowledgeStrategy
+from contextstore.backends.sql.knowledge.tables import CHUNKS, DOCUMENTS, STATS
 from contextstore.backends.sql.unreadable import UnreadableRowError, check_json, check_text
 from contextstore.core.compose import Chunk
 from contextstore.core.knowledge import FilterValue
@@ -245,7 +248,9 @@ def snapshot_from_rows(
     )
 
 
-def read_statements(dialect: str) -> tuple[sa.Select[Any], sa.Select[Any], sa.Select[Any]]:
+def read_statements(
+    strategy: KnowledgeStrategy,
+) -> tuple[sa.Select[Any], sa.Select[Any], sa.Select[Any]]:
     """The three reads of a build, run in one snapshot: generation, chunks, documents."""
     namespace: sa.BindParameter[Any] = sa.bindparam("ns")
     # The generation (null: no statistics row) and the analyzer's settings version, one row.
@@ -253,33 +258,24 @@ def read_statements(dialect: str) -> tuple[sa.Select[Any], sa.Select[Any], sa.Se
         sa.select(STATS.c.generation).where(STATS.c.namespace == namespace).scalar_subquery(),
         settings_version_column(namespace),
     )
-    counts: sa.ColumnElement[Any] = CHUNKS.c.term_counts
-    if dialect == "sqlite":
-        counts = sa.type_coerce(counts, sa.String())
+    counts = strategy.fetched_json(CHUNKS.c.term_counts)
     chunks = (
         sa.select(CHUNKS.c.id, CHUNKS.c.document_id, CHUNKS.c.position, CHUNKS.c.length, counts)
         .where(CHUNKS.c.namespace == namespace)
         .order_by(CHUNKS.c.id)
     )
-    metadata = DOCUMENTS.c["metadata"]
     documents = sa.select(
         DOCUMENTS.c.id,
         DOCUMENTS.c.source,
-        sa.type_coerce(metadata, sa.String()) if dialect == "sqlite" else metadata,
+        strategy.fetched_json(DOCUMENTS.c["metadata"]),
     ).where(DOCUMENTS.c.namespace == namespace)
     return generation, chunks, documents
 
 
-def fetch_statement(dialect: str) -> sa.Select[Any]:
+def fetch_statement(strategy: KnowledgeStrategy) -> sa.Select[Any]:
     """The namespace's generation, and the text of each chunk whose id is in ``ids``: one
     row per chunk found, or one row of nulls but the generation when none is."""
-    if dialect == "postgresql":
-        wanted = CHUNKS.c.id == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.BigInteger)))
-    else:
-        listed: sa.Select[Any] = sa.select(sa.literal_column("value")).select_from(
-            sa.func.json_each(sa.bindparam("ids", type_=sa.String()))
-        )
-        wanted = CHUNKS.c.id.in_(listed)
+    wanted = strategy.ids_condition(CHUNKS.c.id)
     return (
         sa.select(STATS.c.generation, CHUNKS.c.id, CHUNKS.c.text)
         .select_from(
@@ -298,7 +294,7 @@ class LocalIndex:
     is (``KnowledgeBase.wait_for_index``). The async knowledge base calls ``read``,
     ``build``, ``current_generation`` and ``install`` apart, so the I/O is awaited and the
     building runs off the event loop. ``clock`` and ``retry_after``: when a failed build may
-    be tried again (``knowledge_builds.BuildState``).
+    be tried again (``builds.BuildState``).
     """
 
     def __init__(
@@ -320,9 +316,9 @@ class LocalIndex:
         self._install_lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._too_large_at: int | None = None
-        dialect = engine.dialect.name
-        self._fetch = DirectStatement(engine, fetch_statement(dialect))
-        self._reads = read_statements(dialect)
+        self._strategy = strategy_of(engine)
+        self._fetch = DirectStatement(engine, fetch_statement(self._strategy))
+        self._reads = read_statements(self._strategy)
         self.state = BuildState(f"namespace {namespace!r}", clock=clock, retry_after=retry_after)
         self.builds = 0
         """Snapshots built (the CPU step, ``build``)."""
@@ -411,14 +407,12 @@ class LocalIndex:
         database; ``None`` when the namespace holds more than ``max_chunks`` chunks."""
         generation, chunks, documents = self._reads
         values = {"ns": self._namespace}
-        engine = self._engine
-        if engine.dialect.name == "postgresql":
-            engine = engine.execution_options(isolation_level="REPEATABLE READ")
-        else:
-            # A deferred BEGIN: one snapshot without the write lock, which a build in the
-            # background would otherwise hold from writers for as long as it reads.
-            engine = read_only(engine)
-        with engine.connect() as connection, connection.begin():
+        # A deferred BEGIN on SQLite (``read_only``): one snapshot without the write lock,
+        # which a build in the background would otherwise hold from writers while it reads.
+        with (
+            read_only(self._engine).connect() as connection,
+            dialect_of(connection).snapshot(connection).begin(),
+        ):
             found = connection.execute(generation, values).first()
             current = 0 if found is None or found[0] is None else int(found[0])
             version = 0 if found is None or found[1] is None else int(found[1])
@@ -463,9 +457,7 @@ class LocalIndex:
         return self._values([int(snapshot.chunk_ids[r]) for r in ranked.rows])
 
     def _values(self, ids: list[int]) -> dict[str, Any]:
-        if self._engine.dialect.name == "postgresql":
-            return {"ns": self._namespace, "ids": ids}
-        return {"ns": self._namespace, "ids": json.dumps(ids)}
+        return {"ns": self._namespace, "ids": self._strategy.ids_parameter(ids)}
 
     def fetch(self, values: Mapping[str, Any]) -> list[Any]:
         return self._fetch.rows(values)
