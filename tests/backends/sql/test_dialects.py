@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import sqlite3
-from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -24,9 +23,6 @@ from tests import REPO_ROOT
 PACKAGE = REPO_ROOT / "contextstore"
 DIALECTS_DIR = PACKAGE / "backends" / "sql" / "dialects"
 NAMES = frozenset({"sqlite", "postgresql", "postgres"})
-NOT_YET_BEHIND_THE_DIALECT = ("*knowledge*.py", "reindex.py", "sqlite_vec.py")
-"""Modules (file name patterns) still allowed to branch on a dialect's name until they ask
-``Dialect`` like the rest; an entry goes as soon as its modules no longer need it."""
 
 
 def _strings(node: ast.AST) -> set[str]:
@@ -81,9 +77,7 @@ def dialect_name_branches(source: str) -> list[str]:
 
 
 def _checked(path: Path) -> bool:
-    return not path.is_relative_to(DIALECTS_DIR) and not any(
-        fnmatch(path.name, pattern) for pattern in NOT_YET_BEHIND_THE_DIALECT
-    )
+    return not path.is_relative_to(DIALECTS_DIR)
 
 
 @pytest.mark.parametrize(
