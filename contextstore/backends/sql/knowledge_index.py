@@ -6,12 +6,14 @@ common words matches most of a namespace, so that costs time in proportion to th
 and is exact only while the matches fit the limit. Here the process keeps, per namespace, the
 postings the BM25 ranking reads (a term–chunk matrix of saturations, the chunks' sources,
 positions and document metadata, no text), built from one consistent read of the database,
-and ranks a query in memory exactly as ``InMemoryRetriever`` does (``core.topk.full_scores``,
-``core.ranking.top_order``). One statement then reads the texts of the ``top_k`` chunks by
-primary key together with the namespace's generation: if the generation is the one the index
-was built at, the index describes exactly the snapshot those texts come from, so the answer is
-exact; if it moved (any write bumps it), the index is rebuilt and the search runs again. See
-decision 0089 for the measurements behind this route.
+and ranks a query in memory exactly as ``InMemoryRetriever`` does (the floats of
+``core.topk.full_scores``, the order of ``core.ranking.top_order``), in time proportional to
+the postings of the query's terms rather than to the namespace (``knowledge_topk``, decision
+0096). One statement then reads the texts of the ``top_k`` chunks by primary key together
+with the namespace's generation: if the generation is the one the index was built at, the
+index describes exactly the snapshot those texts come from, so the answer is exact; if it
+moved (any write bumps it), the index is rebuilt and the search runs again. See decision 0089
+for the measurements behind this route.
 
 Metadata filters keep the knowledge base's JSON semantics (``filter_conditions``): a number
 matches by value, a bool only a bool, a string only a string, ``None`` only a present null.
@@ -27,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import numpy as np
 import sqlalchemy as sa
