@@ -132,7 +132,7 @@ class Snapshot:
         postings = self.impacts(terms, weights)
         scratch = self._scratch()
         rows, scores = top_candidates(postings, scratch, top_k, self._masks(filters))
-        # Only a scratch zeroed again goes back (top_candidates zeroes it, even when raising).
+        # top_candidates leaves the scratch zeroed; one it raised from is dropped, not reused.
         self._scratches.append(scratch)
         sources, documents, positions = self.sources, self.documents, self.positions
         order = top_order(
