@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
-from contextstore.backends.sql import knowledge_vectors
 from contextstore.backends.sql.database import create_database_engine, migrate
 from contextstore.backends.sql.knowledge import KnowledgeBase
+from contextstore.backends.sql.knowledge import vectors as knowledge_vectors
 from contextstore.core.embedding import HashingEmbedder
 
 WORDS = [

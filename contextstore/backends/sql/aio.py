@@ -41,13 +41,13 @@ from contextstore.backends.sql.database import _safe, normalise_url
 from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.errors import translate_errors
 from contextstore.backends.sql.knowledge import KnowledgeBase, Progress
-from contextstore.backends.sql.knowledge_index import ATTEMPTS as LOCAL_ATTEMPTS
-from contextstore.backends.sql.knowledge_index import LocalIndex, Snapshot
-from contextstore.backends.sql.knowledge_settings import UNCHANGED, Active, Unchanged
+from contextstore.backends.sql.knowledge.index import ATTEMPTS as LOCAL_ATTEMPTS
+from contextstore.backends.sql.knowledge.index import LocalIndex, Snapshot
+from contextstore.backends.sql.knowledge.reindex import ConfigureSummary
+from contextstore.backends.sql.knowledge.settings import UNCHANGED, Active, Unchanged
 from contextstore.backends.sql.lessons.aio import AsyncLessonRepository
 from contextstore.backends.sql.lessons.imports import ImportSummary
 from contextstore.backends.sql.metrics.aio import ROWS_PER_INSERT, AsyncMetricsRepository
-from contextstore.backends.sql.reindex import ConfigureSummary
 from contextstore.backends.sql.run_reads import LessonsAndKnowledge, split_rows
 from contextstore.core.analyzers import Analyzer
 from contextstore.core.compose import Chunk

@@ -20,8 +20,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from contextstore.backends.sql.knowledge import KnowledgeBase
-from contextstore.backends.sql.knowledge_settings import UNCHANGED
-from contextstore.backends.sql.reindex import stale_embeddings
+from contextstore.backends.sql.knowledge.reindex import stale_embeddings
+from contextstore.backends.sql.knowledge.settings import UNCHANGED
 from contextstore.core.compose import Chunk
 from contextstore.core.knowledge import Document, parse_jsonl
 from contextstore.interfaces.cli.common import (

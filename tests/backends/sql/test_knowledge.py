@@ -401,7 +401,7 @@ def test_the_local_index_is_exact_past_the_candidate_limit(engine: sa.Engine) ->
 def test_full_text_candidates_come_from_the_index(engine: sa.Engine) -> None:
     base = kb(engine)
     base.import_jsonl(CORPUS_LINES)
-    from contextstore.backends.sql.knowledge_queries import search_statement
+    from contextstore.backends.sql.knowledge.queries import search_statement
 
     statement, values = search_statement(
         engine.dialect.name, base.namespace, ["failover"], {}, 1000, False

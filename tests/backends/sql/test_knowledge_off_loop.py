@@ -17,11 +17,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from contextstore.backends.sql import knowledge, knowledge_index, knowledge_queries
 from contextstore.backends.sql.aio import AsyncKnowledgeBase, create_async_database_engine
 from contextstore.backends.sql.database import create_database_engine
 from contextstore.backends.sql.knowledge import KnowledgeBase
-from contextstore.backends.sql.knowledge_queries import MAX_CACHED_SEARCHES, SearchStatements
+from contextstore.backends.sql.knowledge import index as knowledge_index
+from contextstore.backends.sql.knowledge import queries as knowledge_queries
+from contextstore.backends.sql.knowledge import search as knowledge_search
+from contextstore.backends.sql.knowledge.queries import MAX_CACHED_SEARCHES, SearchStatements
 
 LINES = [
     json.dumps(
@@ -47,7 +49,7 @@ def test_an_awaited_search_builds_its_statement_off_the_loop(
     finally:
         engine.dispose()
     threads: dict[str, set[int]] = {"analysis": set(), "build": set()}
-    analyse, build = knowledge.weighted_query_terms, knowledge_queries.search_template
+    analyse, build = knowledge_search.weighted_query_terms, knowledge_queries.search_template
 
     def analysing(analyzer: Any, text: str) -> tuple[tuple[str, int], ...]:
         threads["analysis"].add(threading.get_ident())
@@ -57,7 +59,7 @@ def test_an_awaited_search_builds_its_statement_off_the_loop(
         threads["build"].add(threading.get_ident())
         return build(*args)
 
-    monkeypatch.setattr(knowledge, "weighted_query_terms", analysing)
+    monkeypatch.setattr(knowledge_search, "weighted_query_terms", analysing)
     monkeypatch.setattr(knowledge_queries, "search_template", building)
 
     async def search() -> tuple[list[Any], int]:
@@ -86,7 +88,7 @@ def test_an_awaited_search_builds_its_local_index_off_the_loop(
     finally:
         engine.dispose()
     threads: dict[str, set[int]] = {"analysis": set(), "build": set()}
-    analyse, build = knowledge.weighted_query_terms, knowledge_index.snapshot_from_rows
+    analyse, build = knowledge_search.weighted_query_terms, knowledge_index.snapshot_from_rows
 
     def analysing(*args: Any) -> Any:
         threads["analysis"].add(threading.get_ident())
@@ -96,7 +98,7 @@ def test_an_awaited_search_builds_its_local_index_off_the_loop(
         threads["build"].add(threading.get_ident())
         return build(*args)
 
-    monkeypatch.setattr(knowledge, "weighted_query_terms", analysing)
+    monkeypatch.setattr(knowledge_search, "weighted_query_terms", analysing)
     monkeypatch.setattr(knowledge_index, "snapshot_from_rows", building)
 
     async def search() -> tuple[list[Any], int]:

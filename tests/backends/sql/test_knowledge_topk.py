@@ -1,4 +1,4 @@
-"""``knowledge_topk.top_candidates`` against the plain ranking it replaces.
+"""``knowledge.topk.top_candidates`` against the plain ranking it replaces.
 
 Random posting lists with skewed lengths (a few rare terms, many common ones), impacts drawn
 from a handful of values so that equal scores are common, filters and hidden rows: the
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from contextstore.backends.sql.knowledge_topk import Masks, top_candidates
+from contextstore.backends.sql.knowledge.topk import Masks, top_candidates
 from contextstore.core.ranking import top_order
 from contextstore.core.topk import TermPostings, full_scores
 

@@ -23,7 +23,7 @@ from contextstore.backends.sql.database import (
     migrate,
 )
 from contextstore.backends.sql.knowledge import KnowledgeBase
-from contextstore.backends.sql.knowledge_vectors import (
+from contextstore.backends.sql.knowledge.vectors import (
     EXACT_SCAN,
     PGVECTOR,
     SQLITE_VEC,

@@ -129,10 +129,11 @@ def test_the_local_top_k_is_the_full_ranking(
         candidate_limit=1,
     )
     base.import_documents([DocumentInput(source=s, text=t, metadata=m) for t, s, m in documents])
-    # A query of stop words alone has no term to rank by and builds nothing: build first.
-    base.search("w0", 1)
     check(base, documents, searches, analyzer)
-    assert base.local is not None and base.local.builds == 1
+    # A query of stop words alone has no terms under ``english``: nothing to rank, no build.
+    analyse = memory_of([], analyzer).analyzer.weighted_query_terms
+    ranked = any(analyse(query) for query, _, _ in searches)
+    assert base.local is not None and base.local.builds == (1 if ranked else 0)
     # A write moves the generation: the next search sees it (a new document, one replaced,
     # one deleted), through a rebuilt index.
     renamed = [(text, f"x{source}", metadata) for text, source, metadata in extra[:5]]
@@ -144,9 +145,8 @@ def test_the_local_top_k_is_the_full_ranking(
     if len(documents) > 1:
         base.delete(documents[-1][1])
         current.remove(documents[-1])
-    base.search("w0", 1)
     check(base, current, searches, analyzer)
-    assert base.local.builds == 2
+    assert base.local.builds == (2 if ranked else 0)
 
 
 def test_a_namespace_written_by_another_process_is_seen_at_once(engine: sa.Engine) -> None:
@@ -174,7 +174,7 @@ def test_the_local_index_serves_lexical_searches_only(engine: sa.Engine, embedde
 
 
 def test_a_namespace_larger_than_the_bound_is_searched_in_sql(engine: sa.Engine) -> None:
-    from contextstore.backends.sql.knowledge_index import LocalIndex
+    from contextstore.backends.sql.knowledge.index import LocalIndex
 
     base = KnowledgeBase(engine, f"topk_{uuid.uuid4().hex[:10]}", candidate_limit=2)
     assert base.local is not None

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from contextstore.backends.sql.database import create_database_engine, downgrade, migrate
-from contextstore.backends.sql.knowledge_vectors import hnsw_dimensions
+from contextstore.backends.sql.knowledge.vectors import hnsw_dimensions
 
 pytestmark = pytest.mark.pgvector
 

@@ -40,8 +40,8 @@ def dialect(url: str) -> str:
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     warnings = SkipWarnings(what="document", log=logging.getLogger("contextstore.core.knowledge"))
-    monkeypatch.setattr("contextstore.backends.sql.knowledge.DOCUMENT_WARNINGS", warnings)
-    monkeypatch.setattr("contextstore.backends.sql.knowledge_queries.DOCUMENT_WARNINGS", warnings)
+    monkeypatch.setattr("contextstore.backends.sql.knowledge.reads.DOCUMENT_WARNINGS", warnings)
+    monkeypatch.setattr("contextstore.backends.sql.knowledge.queries.DOCUMENT_WARNINGS", warnings)
 
 
 def test_a_document_typed_by_hand_is_skipped_and_the_others_answer(

@@ -16,7 +16,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from contextstore.backends.sql.sqlite_vec import load_sqlite_vec
+from contextstore.backends.sql.dialects.sqlite_vec import load_sqlite_vec
 from contextstore.backends.urls import mask_url
 from contextstore.errors import ConfigurationError
 

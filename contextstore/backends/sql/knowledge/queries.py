@@ -9,12 +9,12 @@ driver does the I/O. Building and compiling happen in ``plan``, never while rows
 
 A search is one statement, run in autocommit: at most ``candidate_limit`` candidate chunks
 found through the full-text index (FTS5 ``MATCH`` on SQLite, the GIN-indexed ``@@`` on
-PostgreSQL), best full-text rank first, with the metadata filters applied in SQL; each row
-also carries the namespace's statistics and the frequencies of the query's terms, read by
-uncorrelated scalar subqueries (primary-key lookups of ``knowledge_stats`` and
-``knowledge_terms``, evaluated once per statement). One statement reads one snapshot, so the
-statistics always describe the corpus the candidates come from, without a transaction around
-it. Nothing scans ``chunks``.
+PostgreSQL: each database's ``KnowledgeStrategy.search_select``), best full-text rank first,
+with the metadata filters applied in SQL; each row also carries the namespace's statistics
+and the frequencies of the query's terms, read by uncorrelated scalar subqueries
+(primary-key lookups of ``knowledge_stats`` and ``knowledge_terms``, evaluated once per
+statement). One statement reads one snapshot, so the statistics always describe the corpus
+the candidates come from, without a transaction around it. Nothing scans ``chunks``.
 """
 
 from __future__ import annotations
@@ -24,21 +24,23 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import numpy as np
 import sqlalchemy as sa
 from numpy.typing import NDArray
-from sqlalchemy.dialects import postgresql
 
+from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.direct import DirectStatement
-from contextstore.backends.sql.knowledge_settings import settings_version_column
-from contextstore.backends.sql.models import (
-    ChunkRow,
-    DocumentRow,
-    KnowledgeStatsRow,
-    KnowledgeTermRow,
+from contextstore.backends.sql.knowledge.filters import (
+    Filters,
+    filter_parameters,
+    filter_shape,
 )
+from contextstore.backends.sql.knowledge.settings import settings_version_column
+from contextstore.backends.sql.knowledge.strategies import strategy_of
+from contextstore.backends.sql.knowledge.strategy import KnowledgeStrategy
+from contextstore.backends.sql.knowledge.tables import CHUNKS, DOCUMENTS, STATS, TERMS
 from contextstore.backends.sql.unreadable import (
     DOCUMENT_WARNINGS,
     UnreadableRowError,
@@ -47,19 +49,26 @@ from contextstore.backends.sql.unreadable import (
     printable,
 )
 from contextstore.core.compose import Chunk
-from contextstore.core.knowledge import FilterValue
 from contextstore.core.ranking import Candidate, CorpusStatistics, RankingParameters, rank
 
-DOCUMENTS: Final = cast(sa.Table, DocumentRow.__table__)
-CHUNKS: Final = cast(sa.Table, ChunkRow.__table__)
-STATS: Final = cast(sa.Table, KnowledgeStatsRow.__table__)
-TERMS: Final = cast(sa.Table, KnowledgeTermRow.__table__)
-
-# SQLite's FTS5 table (made by the migration; not a model).
-_FTS: Final = sa.table("chunks_fts", sa.column("rowid"), sa.column("rank"))
-# PostgreSQL's generated tsvector column on chunks (made by the migration; not a model).
-_SEARCH: Final[sa.ColumnElement[Any]] = sa.literal_column("chunks.search")
-_SIMPLE: Final[sa.ColumnElement[Any]] = sa.literal_column("'simple'::regconfig")
+__all__ = [
+    "CHUNKS",
+    "DOCUMENTS",
+    "MAX_CACHED_SEARCHES",
+    "STATS",
+    "TERMS",
+    "SearchPlan",
+    "SearchShape",
+    "SearchStatements",
+    "generation_from",
+    "generation_statement",
+    "lock_namespace_statement",
+    "plan_search",
+    "read_metadata",
+    "search_statement",
+    "search_template",
+    "search_values",
+]
 
 
 def generation_statement(namespace: str) -> sa.Select[Any]:
@@ -72,88 +81,22 @@ def generation_from(row: Sequence[Any] | None) -> int:
     return 0 if row is None else int(row[0])
 
 
-def lock_namespace_statement(dialect: str, namespace: str) -> sa.Insert:
+def lock_namespace_statement(
+    bind: sa.Connection | sa.Engine | sa.Dialect | str, namespace: str
+) -> sa.Insert:
     """Create the namespace's statistics row if missing and lock it until commit.
 
     Every knowledge write starts with it, so writers of one namespace take their turns (on
     SQLite they already do) and each sees what the previous one committed.
     """
-    insert = postgresql.insert if dialect == "postgresql" else _sqlite_insert
-    statement = insert(STATS).values(
-        namespace=namespace, generation=0, document_count=0, chunk_count=0, total_length=0
+    statement = (
+        dialect_of(bind)
+        .insert()(STATS)
+        .values(namespace=namespace, generation=0, document_count=0, chunk_count=0, total_length=0)
     )
-    return statement.on_conflict_do_update(
+    return statement.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=[STATS.c.namespace], set_={"generation": STATS.c.generation}
     )
-
-
-def _sqlite_insert(table: sa.Table) -> Any:
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert(table)
-
-
-def _kind(option: FilterValue) -> str:
-    if option is None:
-        return "null"
-    if isinstance(option, bool):
-        return "true" if option else "false"
-    return "text" if isinstance(option, str) else "number"
-
-
-def filter_shape(
-    filters: Mapping[str, tuple[FilterValue, ...]],
-) -> tuple[tuple[str, ...], ...]:
-    """What the SQL of ``filters`` depends on (their values are bound): the kinds of values."""
-    return tuple(tuple(_kind(option) for option in options) for options in filters.values())
-
-
-def filter_parameters(
-    dialect: str, filters: Mapping[str, tuple[FilterValue, ...]]
-) -> dict[str, Any]:
-    """The bound values of ``filter_conditions``: each key, and each value to compare."""
-    values: dict[str, Any] = {}
-    for i, (key, options) in enumerate(filters.items()):
-        values[f"fk{i}"] = key if dialect == "postgresql" else f'$."{key}"'
-        for j, option in enumerate(options):
-            if dialect == "postgresql":
-                values[f"fv{i}_{j}"] = json.dumps(option)
-            elif _kind(option) in ("text", "number"):
-                values[f"fv{i}_{j}"] = option
-    return values
-
-
-def filter_conditions(
-    dialect: str, shape: tuple[tuple[str, ...], ...]
-) -> list[sa.ColumnElement[bool]]:
-    """One condition per key: the document's metadata holds one of the allowed values.
-
-    Compared as JSON values: numbers by value, a bool only with a bool, a string only with a
-    string, ``None`` only with a present null (``contextstore.core.knowledge.validate_filters``).
-    """
-    conditions: list[sa.ColumnElement[bool]] = []
-    for i, kinds in enumerate(shape):
-        alternatives = [_equals(dialect, i, j, kind) for j, kind in enumerate(kinds)]
-        conditions.append(sa.or_(*alternatives) if alternatives else sa.false())
-    return conditions
-
-
-def _equals(dialect: str, i: int, j: int, kind: str) -> sa.ColumnElement[bool]:
-    metadata = DOCUMENTS.c["metadata"]
-    key = sa.bindparam(f"fk{i}", type_=sa.Text())
-    if dialect == "postgresql":
-        # Bound as text and cast, so the JSON is encoded exactly once.
-        value = sa.cast(sa.bindparam(f"fv{i}_{j}", type_=sa.Text()), postgresql.JSONB)
-        return metadata.op("->")(key) == value
-    json_type = sa.func.json_type(metadata, key)
-    if kind in ("null", "true", "false"):
-        return json_type == kind
-    extracted = sa.func.json_extract(metadata, key)
-    if kind == "text":
-        return sa.and_(json_type == "text", extracted == sa.bindparam(f"fv{i}_{j}"))
-    # Two comparisons, not ``IN``: an expanding parameter cannot be compiled once and kept.
-    number = sa.or_(json_type == "integer", json_type == "real")
-    return sa.and_(number, extracted == sa.bindparam(f"fv{i}_{j}"))
 
 
 def _statistics_columns(term_count: int) -> list[sa.ColumnElement[Any]]:
@@ -180,105 +123,42 @@ def _statistics_columns(term_count: int) -> list[sa.ColumnElement[Any]]:
 
 
 def search_template(
-    dialect: str, term_count: int, shape: tuple[tuple[str, ...], ...], with_vectors: bool
+    strategy: KnowledgeStrategy,
+    term_count: int,
+    shape: tuple[tuple[str, ...], ...],
+    with_vectors: bool,
 ) -> sa.Select[Any]:
     """The search statement of one shape, every value a bind parameter (``search_values``).
 
     Costly to build and compile (tens of milliseconds for 64 terms): ``SearchStatements``
     keeps each shape compiled, and nothing here runs on an event loop.
     """
-    counts: list[sa.ColumnElement[Any]] = []
-    for i in range(term_count):
-        if dialect == "postgresql":
-            text = CHUNKS.c.term_counts.op("->>")(sa.bindparam(f"t{i}", type_=sa.Text()))
-            counts.append(sa.cast(text, sa.Integer()))
-        else:
-            path = sa.bindparam(f"t{i}", type_=sa.Text())
-            counts.append(sa.func.json_extract(CHUNKS.c.term_counts, path))
+    counts = [strategy.term_count(i) for i in range(term_count)]
     vectors = [CHUNKS.c.embedding, CHUNKS.c.embedder, CHUNKS.c.dimension] if with_vectors else []
-    statistics = _statistics_columns(term_count)
-    namespace = CHUNKS.c.namespace == sa.bindparam("ns")
-    limit = sa.bindparam("limit", type_=sa.Integer())
-    if dialect == "postgresql":
-        # Each match's document is read by its primary key, in a LATERAL subquery that the
-        # planner cannot flatten (OFFSET 0): a plain join let it hash-join all of the
-        # namespace's documents once its estimate of the matches grew with the table.
-        document = (
-            sa.select(DOCUMENTS.c.source, DOCUMENTS.c["metadata"])
-            .where(DOCUMENTS.c.id == CHUNKS.c.document_id, *filter_conditions(dialect, shape))
-            .offset(sa.literal_column("0"))
-            .lateral("document")
-        )
-        query = sa.func.to_tsquery(_SIMPLE, sa.bindparam("match", type_=sa.Text()))
-        return (
-            sa.select(
-                CHUNKS.c.position,
-                CHUNKS.c.text,
-                CHUNKS.c.length,
-                document.c.source,
-                document.c["metadata"],
-                *counts,
-                *vectors,
-                *statistics,
-            )
-            .select_from(CHUNKS.join(document, sa.true()))
-            .where(_SEARCH.op("@@")(query), namespace)
-            .order_by(sa.func.ts_rank(_SEARCH, query).desc(), CHUNKS.c.id)
-            .limit(limit)
-        )
-    joined = CHUNKS.join(DOCUMENTS, DOCUMENTS.c.id == CHUNKS.c.document_id)
-    match = sa.bindparam("match", type_=sa.Text())
-    return (
-        sa.select(
-            CHUNKS.c.position,
-            CHUNKS.c.text,
-            CHUNKS.c.length,
-            DOCUMENTS.c.source,
-            # SQLite's JSON text is decoded by ``read_metadata``: a row typed by hand that is not
-            # JSON then skips its chunks instead of failing the whole search.
-            sa.type_coerce(DOCUMENTS.c["metadata"], sa.String()),
-            *counts,
-            *vectors,
-            *statistics,
-        )
-        .select_from(_FTS.join(joined, CHUNKS.c.id == _FTS.c.rowid))
-        .where(
-            sa.literal_column("chunks_fts").op("MATCH")(match),
-            namespace,
-            *filter_conditions(dialect, shape),
-        )
-        .order_by(_FTS.c.rank, CHUNKS.c.id)
-        .limit(limit)
-    )
+    return strategy.search_select([*counts, *vectors, *_statistics_columns(term_count)], shape)
 
 
 def search_values(
-    dialect: str,
+    strategy: KnowledgeStrategy,
     namespace: str,
     terms: Sequence[str],
-    filters: Mapping[str, tuple[FilterValue, ...]],
+    filters: Filters,
     limit: int,
 ) -> dict[str, Any]:
     """The bound values of ``search_template`` for ``terms`` and ``filters``."""
     values: dict[str, Any] = {"ns": namespace, "limit": limit}
-    values.update(filter_parameters(dialect, filters))
+    values.update(filter_parameters(strategy, filters))
     values.update({f"w{i}": term for i, term in enumerate(terms)})
-    if dialect == "postgresql":
-        # Index terms are letters and digits only (contextstore.core.tokens.index_term): quoting
-        # each keeps to_tsquery's operators out of them.
-        values["match"] = " | ".join(f"'{term}'" for term in terms)
-        values.update({f"t{i}": term for i, term in enumerate(terms)})
-    else:
-        values["match"] = " OR ".join(f'"{term}"' for term in terms)
-        values.update({f"t{i}": f'$."{term}"' for i, term in enumerate(terms)})
+    values["match"] = strategy.match(terms)
+    values.update({f"t{i}": strategy.json_key(term) for i, term in enumerate(terms)})
     return values
 
 
 def search_statement(
-    dialect: str,
+    dialect: sa.Engine | sa.Connection | sa.Dialect | str,
     namespace: str,
     terms: Sequence[str],
-    filters: Mapping[str, tuple[FilterValue, ...]],
+    filters: Filters,
     limit: int,
     with_vectors: bool,
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
@@ -292,8 +172,9 @@ def search_statement(
     namespace's settings version (null: never configured), the same on every row. Built
     anew on every call (``SearchStatements`` keeps them compiled).
     """
-    template = search_template(dialect, len(terms), filter_shape(filters), with_vectors)
-    return template, search_values(dialect, namespace, terms, filters, limit)
+    strategy = strategy_of(dialect)
+    template = search_template(strategy, len(terms), filter_shape(filters), with_vectors)
+    return template, search_values(strategy, namespace, terms, filters, limit)
 
 
 # What a compiled search statement depends on: term count, filter kinds, with vectors.
@@ -315,6 +196,7 @@ class SearchStatements:
 
     def __init__(self, engine: sa.Engine, size: int = MAX_CACHED_SEARCHES) -> None:
         self._engine = engine
+        self._strategy = strategy_of(engine)
         self._size = size
         self._lock = threading.Lock()
         self._compiled: OrderedDict[SearchShape, DirectStatement] = OrderedDict()
@@ -328,8 +210,9 @@ class SearchStatements:
         return self._size
 
     @property
-    def dialect(self) -> str:
-        return str(self._engine.dialect.name)
+    def strategy(self) -> KnowledgeStrategy:
+        """The engine's knowledge strategy, which the statements are built for."""
+        return self._strategy
 
     def compiled(self, shape: SearchShape) -> DirectStatement | None:
         """The statement of ``shape`` if it is compiled already (``None``: not yet)."""
@@ -348,7 +231,7 @@ class SearchStatements:
                 return found
         # Compiled outside the lock: two threads may both compile a new shape, and one wins.
         term_count, filters, with_vectors = shape
-        template = search_template(self._engine.dialect.name, term_count, filters, with_vectors)
+        template = search_template(self._strategy, term_count, filters, with_vectors)
         compiled = DirectStatement(self._engine, template)
         with self._lock:
             self._compiled[shape] = compiled
@@ -473,7 +356,7 @@ def plan_search(
     namespace: str,
     terms: Sequence[str],
     top_k: int,
-    filters: Mapping[str, tuple[FilterValue, ...]],
+    filters: Filters,
     *,
     candidate_limit: int,
     parameters: RankingParameters,
@@ -496,8 +379,8 @@ def plan_search(
             if compile_up_to is not None and len(terms) > compile_up_to:
                 return None
             compiled = statements.get(shape)
-        dialect = statements.dialect
-        statement = compiled, search_values(dialect, namespace, terms, filters, candidate_limit)
+        values = search_values(statements.strategy, namespace, terms, filters, candidate_limit)
+        statement = compiled, values
     return SearchPlan(
         statement,
         terms,

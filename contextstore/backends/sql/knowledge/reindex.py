@@ -28,8 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import sqlalchemy as sa
 
-from contextstore.backends.sql.knowledge_queries import CHUNKS
-from contextstore.backends.sql.knowledge_settings import (
+from contextstore.backends.sql.knowledge.settings import (
     UNCHANGED,
     StoredSettings,
     Unchanged,
@@ -39,6 +38,8 @@ from contextstore.backends.sql.knowledge_settings import (
     read_settings,
     write_settings,
 )
+from contextstore.backends.sql.knowledge.strategies import strategy_of
+from contextstore.backends.sql.knowledge.tables import CHUNKS
 from contextstore.core.analyzers import SIMPLE, Analyzer, analyzer_named
 from contextstore.core.embedding import EmbedFn
 from contextstore.core.knowledge import embed_passages, embedder_name
@@ -46,13 +47,11 @@ from contextstore.core.tokens import index_term, tokenize
 from contextstore.errors import ConfigurationError, ValidationError
 
 if TYPE_CHECKING:
-    from contextstore.backends.sql.knowledge import KnowledgeBase
+    from contextstore.backends.sql.knowledge.repository import KnowledgeBase
 
 __all__ = ["ConfigureSummary", "configure", "stale_embeddings"]
 
 BATCH_SIZE: Final = 500
-# Chunks per UPDATE on PostgreSQL (at most 7 parameters each, well under its 65,535).
-PG_BATCH: Final = 5000
 # Builds one configure makes at most when other processes keep reconfiguring the namespace.
 ATTEMPTS: Final = 3
 Progress = Callable[[int], None]
@@ -293,42 +292,9 @@ def _update(connection: sa.Connection, updates: Sequence[tuple[int, dict[str, An
     by_columns: dict[tuple[str, ...], list[tuple[int, dict[str, Any]]]] = {}
     for chunk_id, columns in updates:
         by_columns.setdefault(tuple(sorted(columns)), []).append((chunk_id, columns))
+    strategy = strategy_of(connection)
     for names, group in by_columns.items():
-        if connection.dialect.name == "postgresql":
-            _update_from_values(connection, names, group)
-            continue
-        statement = (
-            sa.update(CHUNKS)
-            .where(CHUNKS.c.id == sa.bindparam("chunk_id"))
-            .values({name: sa.bindparam(f"new_{name}") for name in names})
-        )
-        rows = [
-            {"chunk_id": chunk_id, **{f"new_{name}": columns[name] for name in names}}
-            for chunk_id, columns in group
-        ]
-        connection.execute(statement, rows)
-
-
-def _update_from_values(
-    connection: sa.Connection, names: tuple[str, ...], group: Sequence[tuple[int, dict[str, Any]]]
-) -> None:
-    # PostgreSQL's triggers on chunks run once per statement: one UPDATE … FROM (VALUES …)
-    # per batch instead of one UPDATE per chunk, which fired them once per chunk.
-    columns = [
-        sa.column("chunk_id", sa.BigInteger()),
-        *(sa.column(n, CHUNKS.c[n].type) for n in names),
-    ]
-    for start in range(0, len(group), PG_BATCH):
-        batch = group[start : start + PG_BATCH]
-        values = sa.values(*columns, name="rewritten").data(
-            [(chunk_id, *(row[name] for name in names)) for chunk_id, row in batch]
-        )
-        connection.execute(
-            sa.update(CHUNKS)
-            .where(CHUNKS.c.id == values.c.chunk_id)
-            # Cast: a VALUES list of nulls only (vectors dropped) has no type of its own.
-            .values({name: sa.cast(values.c[name], CHUNKS.c[name].type) for name in names})
-        )
+        strategy.update_chunks(connection, names, group)
 
 
 def stale_embeddings(base: KnowledgeBase) -> int:

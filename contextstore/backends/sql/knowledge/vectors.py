@@ -25,23 +25,30 @@ other order there, and the margin keeps both.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import numpy as np
 import sqlalchemy as sa
 from numpy.typing import NDArray
 
-from contextstore.backends.sql.knowledge_queries import (
-    CHUNKS,
-    DOCUMENTS,
-    SearchPlan,
+from contextstore.backends.sql.dialects import dialect_of
+from contextstore.backends.sql.knowledge.filters import (
+    Filters,
     filter_conditions,
     filter_parameters,
     filter_shape,
-    read_metadata,
 )
+from contextstore.backends.sql.knowledge.queries import SearchPlan, read_metadata
+from contextstore.backends.sql.knowledge.strategies import strategy_of
+from contextstore.backends.sql.knowledge.strategy import (
+    EXACT_SCAN,
+    PGVECTOR,
+    SQLITE_VEC,
+    KnowledgeStrategy,
+)
+from contextstore.backends.sql.knowledge.tables import CHUNKS, DOCUMENTS
 from contextstore.backends.sql.unreadable import (
     DOCUMENT_WARNINGS,
     UnreadableRowError,
@@ -51,7 +58,6 @@ from contextstore.backends.sql.unreadable import (
 )
 from contextstore.core.compose import Chunk
 from contextstore.core.hybrid import UnionMode, rank_union, similarities
-from contextstore.core.knowledge import FilterValue
 from contextstore.core.ranking import Candidate, CorpusStatistics, RankingParameters
 
 __all__ = [
@@ -71,10 +77,6 @@ __all__ = [
     "vector_candidates",
 ]
 
-SQLITE_VEC: Final = "sqlite-vec"
-PGVECTOR: Final = "pgvector"
-EXACT_SCAN: Final = "exact scan"
-
 MARGIN: Final = 8
 FARTHEST: Final = 4
 # HNSW's candidate list per query: at 100k chunks 100 gave recall@10 0.94 against the exact
@@ -82,20 +84,6 @@ FARTHEST: Final = 4
 # bound is pgvector's own.
 EF_SEARCH_MIN: Final = 200
 EF_SEARCH_MAX: Final = 1000
-
-_VECTOR_COLUMN: Final[sa.ColumnElement[Any]] = sa.literal_column("chunks.embedding_vector")
-
-
-class _Vector(sa.types.UserDefinedType[Any]):
-    """pgvector's type, with or without its dimension (only the casts below use it)."""
-
-    cache_ok = True
-
-    def __init__(self, dimension: int | None = None) -> None:
-        self.dimension = dimension
-
-    def get_col_spec(self, **_kw: Any) -> str:
-        return "vector" if self.dimension is None else f"vector({self.dimension})"
 
 
 @dataclass(frozen=True)
@@ -107,7 +95,7 @@ class VectorQuery:
     namespace: str
     embedder: str
     unit: NDArray[np.float32]
-    filters: Mapping[str, tuple[FilterValue, ...]]
+    filters: Filters
     count: int
     mode: str
     exact: bool
@@ -125,36 +113,18 @@ def ef_search(count: int) -> int:
 
 def vector_backend(connection: sa.Connection) -> str:
     """Which way this database finds vector candidates (see the module docstring)."""
-    if connection.dialect.name == "sqlite":
-        try:
-            connection.exec_driver_sql("SELECT vec_version()").scalar()
-        except sa.exc.DBAPIError:
-            return EXACT_SCAN
-        return SQLITE_VEC
-    column = connection.exec_driver_sql(
-        "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('chunks') "
-        "AND attname = 'embedding_vector' AND NOT attisdropped"
-    ).first()
-    return EXACT_SCAN if column is None else PGVECTOR
+    return strategy_of(connection).vector_backend(connection)
 
 
 def hnsw_dimensions(connection: sa.Connection) -> tuple[int, ...]:
     """The dimensions with an HNSW index on ``chunks`` (PostgreSQL with pgvector)."""
-    if connection.dialect.name != "postgresql":
-        return ()
-    names = connection.exec_driver_sql(
-        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "JOIN pg_am a ON a.oid = c.relam WHERE i.indrelid = to_regclass('chunks') "
-        "AND a.amname = 'hnsw'"
-    ).scalars()
-    prefix = "ix_chunks_embedding_"
-    return tuple(sorted(int(n[len(prefix) :]) for n in names if n.startswith(prefix)))
+    return strategy_of(connection).hnsw_dimensions(connection)
 
 
-def _allowed(dialect: str, query: VectorQuery) -> list[sa.ColumnElement[bool]]:
+def _allowed(strategy: KnowledgeStrategy, query: VectorQuery) -> list[sa.ColumnElement[bool]]:
     return [
         CHUNKS.c.namespace == sa.bindparam("ns"),
-        *filter_conditions(dialect, filter_shape(query.filters)),
+        *filter_conditions(strategy, filter_shape(query.filters)),
     ]
 
 
@@ -165,65 +135,42 @@ def _usable(query: VectorQuery) -> sa.ColumnElement[bool]:
     )
 
 
-def _by_code_point(dialect: str) -> sa.ColumnElement[Any]:
-    return DOCUMENTS.c.source.collate("C") if dialect == "postgresql" else DOCUMENTS.c.source
-
-
-def _exact_distance(dialect: str, parameter: str) -> sa.ColumnElement[Any]:
-    """Cosine distance in SQL; a zero vector's (NaN, or NULL on SQLite) counts as cosine 0."""
-    if dialect == "sqlite":
-        found = sa.func.vec_distance_cosine(CHUNKS.c.embedding, sa.bindparam(parameter))
-        return sa.func.coalesce(found, 1.0)
-    vector = sa.cast(sa.bindparam(parameter, type_=sa.Text()), _Vector())
-    raw = _VECTOR_COLUMN.op("<=>")(vector)
-    return sa.func.coalesce(sa.func.nullif(raw, sa.literal_column("'NaN'::float8")), 1.0)
-
-
 def _ids_in_database(
     connection: sa.Connection, query: VectorQuery, values: dict[str, Any]
 ) -> tuple[list[int], list[int]]:
-    dialect = connection.dialect.name
+    strategy = strategy_of(connection)
     joined = CHUNKS.join(DOCUMENTS, DOCUMENTS.c.id == CHUNKS.c.document_id)
-    allowed = _allowed(dialect, query)
+    allowed = _allowed(strategy, query)
     dimension = query.unit.shape[0]
-    approximate = dialect == "postgresql" and not query.exact
-    if approximate:
-        typed = _Vector(dimension)
-        distance: sa.ColumnElement[Any] = sa.cast(_VECTOR_COLUMN, typed).op("<=>")(
-            sa.cast(sa.bindparam("q", type_=sa.Text()), typed)
-        )
-        # Both settings local to this transaction, in one round trip; iterative scans (pgvector
-        # 0.8 and later) only where the server knows them.
-        connection.exec_driver_sql(
-            f"SELECT set_config('hnsw.ef_search', '{ef_search(query.count)}', true), "
-            "CASE WHEN current_setting('hnsw.iterative_scan', true) IS NOT NULL "
-            "THEN set_config('hnsw.iterative_scan', 'strict_order', true) END"
-        )
+    nearest = None if query.exact else strategy.index_distance(dimension, "q")
+    if nearest is not None:
+        strategy.tune_index_search(connection, ef_search(query.count))
         near = sa.select(CHUNKS.c.id).select_from(joined).where(*allowed, _usable(query))
-        near = near.order_by(distance).limit(query.count)
+        near = near.order_by(nearest).limit(query.count)
     else:
-        distance = _exact_distance(dialect, "q")
+        distance = strategy.cosine_distance("q")
         near = (
             sa.select(CHUNKS.c.id)
             .select_from(joined)
             .where(*allowed, _usable(query))
-            .order_by(distance, _by_code_point(dialect), CHUNKS.c.position)
+            .order_by(
+                distance,
+                dialect_of(connection).by_code_point(DOCUMENTS.c.source),
+                CHUNKS.c.position,
+            )
             .limit(query.count)
         )
     near_ids = [int(i) for i in connection.execute(near, values).scalars()]
     far_ids: list[int] = []
     if query.floor:
-        if approximate:
-            # The nearest neighbours of the negated query are the farthest from it.
+        # The nearest neighbours of the negated query are the farthest from it.
+        farthest = None if nearest is None else strategy.index_distance(dimension, "minus_q")
+        if farthest is not None:
             far = sa.select(CHUNKS.c.id).select_from(joined).where(*allowed, _usable(query))
-            far = far.order_by(
-                sa.cast(_VECTOR_COLUMN, _Vector(dimension)).op("<=>")(
-                    sa.cast(sa.bindparam("minus_q", type_=sa.Text()), _Vector(dimension))
-                )
-            ).limit(FARTHEST)
+            far = far.order_by(farthest).limit(FARTHEST)
         else:
             # A chunk without a usable vector has cosine 0: distance 1.
-            far_distance = sa.case((_usable(query), _exact_distance(dialect, "q")), else_=1.0)
+            far_distance = sa.case((_usable(query), strategy.cosine_distance("q")), else_=1.0)
             far = (
                 sa.select(CHUNKS.c.id)
                 .select_from(joined)
@@ -239,7 +186,6 @@ def _ids_in_python(
     connection: sa.Connection, query: VectorQuery, values: dict[str, Any]
 ) -> tuple[list[int], list[int]]:
     """Every allowed chunk's vector read and scored here: the exact scan without an index."""
-    dialect = connection.dialect.name
     statement = (
         sa.select(
             CHUNKS.c.id,
@@ -250,7 +196,7 @@ def _ids_in_python(
             CHUNKS.c.dimension,
         )
         .select_from(CHUNKS.join(DOCUMENTS, DOCUMENTS.c.id == CHUNKS.c.document_id))
-        .where(*_allowed(dialect, query))
+        .where(*_allowed(strategy_of(connection), query))
     )
     rows = connection.execute(statement, values).all()
     if not rows:
@@ -284,12 +230,9 @@ def _ids_in_python(
 def _chunks_by_id(
     connection: sa.Connection, ids: Sequence[int], query: VectorQuery
 ) -> dict[int, Candidate]:
-    dialect = connection.dialect.name
-    metadata: sa.ColumnElement[Any] = DOCUMENTS.c["metadata"]
-    counts: sa.ColumnElement[Any] = CHUNKS.c.term_counts
-    if dialect == "sqlite":
-        metadata = sa.type_coerce(metadata, sa.String())
-        counts = sa.type_coerce(counts, sa.String())
+    strategy = strategy_of(connection)
+    metadata = strategy.fetched_json(DOCUMENTS.c["metadata"])
+    counts = strategy.fetched_json(CHUNKS.c.term_counts)
     statement = (
         sa.select(
             CHUNKS.c.id,
@@ -340,14 +283,10 @@ def vector_candidates(
 
     A candidate's vector is ``None`` unless it comes from ``query.embedder``.
     """
-    dialect = connection.dialect.name
+    strategy = strategy_of(connection)
     values: dict[str, Any] = {"ns": query.namespace, "embedder": query.embedder}
-    values.update(filter_parameters(dialect, query.filters))
-    if dialect == "sqlite":
-        values["q"] = query.unit.astype("<f4").tobytes()
-    else:
-        values["q"] = _text(query.unit)
-        values["minus_q"] = _text(-query.unit)
+    values.update(filter_parameters(strategy, query.filters))
+    values.update(strategy.vector_parameters(query.unit))
     if backend == EXACT_SCAN:
         near_ids, far_ids = _ids_in_python(connection, query, values)
     else:
@@ -357,12 +296,6 @@ def vector_candidates(
     far = [chunks[i] for i in far_ids if i in chunks]
     floor = float(similarities(far, query.unit).min()) if far else 0.0
     return near, floor
-
-
-def _text(unit: NDArray[np.float32]) -> str:
-    # repr of a float32 as a Python float is exact, and pgvector parses it back to the
-    # same float32.
-    return "[" + ",".join(repr(float(x)) for x in cast(Any, unit)) + "]"
 
 
 @dataclass(frozen=True)
@@ -421,9 +354,4 @@ def describe(connection: sa.Connection) -> str:
         return f"pgvector: HNSW indexes for dimensions {dimensions}, an exact scan for others"
     if backend == SQLITE_VEC:
         return "sqlite-vec: exact scan inside SQLite"
-    hint = (
-        "install contextstore[vectors] for sqlite-vec"
-        if connection.dialect.name == "sqlite"
-        else "the pgvector extension is missing"
-    )
-    return f"exact scan in Python ({hint})"
+    return f"exact scan in Python ({strategy_of(connection).missing_vectors})"

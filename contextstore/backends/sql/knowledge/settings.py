@@ -24,8 +24,8 @@ from datetime import datetime
 from typing import Any, Final, cast
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
+from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.models import KnowledgeSettingsRow
 from contextstore.core.analyzers import ANALYZER_NAMES, Analyzer, analyzer_named
 from contextstore.core.embedding import EmbedFn
@@ -138,7 +138,7 @@ def write_settings(
     now: datetime,
 ) -> int:
     """Insert or replace the namespace's row, one version on; returns the new version."""
-    insert = postgresql.insert if connection.dialect.name == "postgresql" else sqlite.insert
+    insert = dialect_of(connection).insert()
     values = {"analyzer": analyzer, "embedder": embedder, "dimension": dimension, "updated_at": now}
     statement = (
         insert(SETTINGS)

@@ -8,7 +8,7 @@ postings the BM25 ranking reads (a term–chunk matrix of saturations, the chunk
 positions and document metadata, no text), built from one consistent read of the database,
 and ranks a query in memory exactly as ``InMemoryRetriever`` does (the floats of
 ``core.topk.full_scores``, the order of ``core.ranking.top_order``), in time proportional to
-the postings of the query's terms rather than to the namespace (``knowledge_topk``, decision
+the postings of the query's terms rather than to the namespace (``knowledge.topk``, decision
 0096). One statement then reads the texts of the ``top_k`` chunks by primary key together
 with the namespace's generation: if the generation is the one the index was built at, the
 index describes exactly the snapshot those texts come from, so the answer is exact; if it
@@ -34,12 +34,15 @@ from typing import Any, Final
 import numpy as np
 import sqlalchemy as sa
 from numpy.typing import NDArray
-from sqlalchemy.dialects import postgresql
 
+from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.direct import DirectStatement
-from contextstore.backends.sql.knowledge_queries import CHUNKS, DOCUMENTS, STATS, read_metadata
-from contextstore.backends.sql.knowledge_settings import settings_version_column
-from contextstore.backends.sql.knowledge_topk import Masks, top_candidates
+from contextstore.backends.sql.knowledge.queries import read_metadata
+from contextstore.backends.sql.knowledge.settings import settings_version_column
+from contextstore.backends.sql.knowledge.strategies import strategy_of
+from contextstore.backends.sql.knowledge.strategy import KnowledgeStrategy
+from contextstore.backends.sql.knowledge.tables import CHUNKS, DOCUMENTS, STATS
+from contextstore.backends.sql.knowledge.topk import Masks, top_candidates
 from contextstore.backends.sql.unreadable import UnreadableRowError, check_json, check_text
 from contextstore.core.compose import Chunk
 from contextstore.core.knowledge import FilterValue
@@ -91,7 +94,7 @@ class Snapshot:
     any_hidden: bool = False
     filters: OrderedDict[tuple[Any, ...], NDArray[np.bool_]] = field(default_factory=OrderedDict)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # Zeroed score arrays for ``knowledge_topk``; list.pop and list.append are atomic.
+    # Zeroed score arrays for ``knowledge.topk``; list.pop and list.append are atomic.
     _scratches: list[NDArray[np.float64]] = field(default_factory=list)
 
     @property
@@ -126,7 +129,7 @@ class Snapshot:
         weights: Mapping[str, int] | None = None,
     ) -> Ranked:
         """The best ``top_k`` rows for ``terms``: ``InMemoryRetriever``'s lexical ranking,
-        in time proportional to the terms' postings (``knowledge_topk``)."""
+        in time proportional to the terms' postings (``knowledge.topk``)."""
         if top_k <= 0 or not terms or self.count == 0:
             return Ranked((), ())
         postings = self.impacts(terms, weights)
@@ -262,7 +265,9 @@ def snapshot_from_rows(
     )
 
 
-def read_statements(dialect: str) -> tuple[sa.Select[Any], sa.Select[Any], sa.Select[Any]]:
+def read_statements(
+    strategy: KnowledgeStrategy,
+) -> tuple[sa.Select[Any], sa.Select[Any], sa.Select[Any]]:
     """The three reads of a build, run in one snapshot: generation, chunks, documents."""
     namespace: sa.BindParameter[Any] = sa.bindparam("ns")
     # The generation (null: no statistics row) and the analyzer's settings version, one row.
@@ -270,33 +275,24 @@ def read_statements(dialect: str) -> tuple[sa.Select[Any], sa.Select[Any], sa.Se
         sa.select(STATS.c.generation).where(STATS.c.namespace == namespace).scalar_subquery(),
         settings_version_column(namespace),
     )
-    counts: sa.ColumnElement[Any] = CHUNKS.c.term_counts
-    if dialect == "sqlite":
-        counts = sa.type_coerce(counts, sa.String())
+    counts = strategy.fetched_json(CHUNKS.c.term_counts)
     chunks = (
         sa.select(CHUNKS.c.id, CHUNKS.c.document_id, CHUNKS.c.position, CHUNKS.c.length, counts)
         .where(CHUNKS.c.namespace == namespace)
         .order_by(CHUNKS.c.id)
     )
-    metadata = DOCUMENTS.c["metadata"]
     documents = sa.select(
         DOCUMENTS.c.id,
         DOCUMENTS.c.source,
-        sa.type_coerce(metadata, sa.String()) if dialect == "sqlite" else metadata,
+        strategy.fetched_json(DOCUMENTS.c["metadata"]),
     ).where(DOCUMENTS.c.namespace == namespace)
     return generation, chunks, documents
 
 
-def fetch_statement(dialect: str) -> sa.Select[Any]:
+def fetch_statement(strategy: KnowledgeStrategy) -> sa.Select[Any]:
     """The namespace's generation, and the text of each chunk whose id is in ``ids``: one
     row per chunk found, or one row of nulls but the generation when none is."""
-    if dialect == "postgresql":
-        wanted = CHUNKS.c.id == sa.any_(sa.bindparam("ids", type_=postgresql.ARRAY(sa.BigInteger)))
-    else:
-        listed: sa.Select[Any] = sa.select(sa.literal_column("value")).select_from(
-            sa.func.json_each(sa.bindparam("ids", type_=sa.String()))
-        )
-        wanted = CHUNKS.c.id.in_(listed)
+    wanted = strategy.ids_condition(CHUNKS.c.id)
     return (
         sa.select(STATS.c.generation, CHUNKS.c.id, CHUNKS.c.text)
         .select_from(
@@ -332,9 +328,9 @@ class LocalIndex:
         self._build_lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._too_large_at: int | None = None
-        dialect = engine.dialect.name
-        self._fetch = DirectStatement(engine, fetch_statement(dialect))
-        self._reads = read_statements(dialect)
+        self._strategy = strategy_of(engine)
+        self._fetch = DirectStatement(engine, fetch_statement(self._strategy))
+        self._reads = read_statements(self._strategy)
         self.builds = 0
 
     @property
@@ -371,10 +367,10 @@ class LocalIndex:
         database; ``None`` when the namespace holds more than ``max_chunks`` chunks."""
         generation, chunks, documents = self._reads
         values = {"ns": self._namespace}
-        engine = self._engine
-        if engine.dialect.name == "postgresql":
-            engine = engine.execution_options(isolation_level="REPEATABLE READ")
-        with engine.connect() as connection, connection.begin():
+        with (
+            self._engine.connect() as connection,
+            dialect_of(connection).snapshot(connection).begin(),
+        ):
             found = connection.execute(generation, values).first()
             current = 0 if found is None or found[0] is None else int(found[0])
             version = 0 if found is None or found[1] is None else int(found[1])
@@ -400,9 +396,7 @@ class LocalIndex:
 
     def fetch_values(self, ranked: Ranked, snapshot: Snapshot) -> dict[str, Any]:
         ids = [int(snapshot.chunk_ids[r]) for r in ranked.rows]
-        if self._engine.dialect.name == "postgresql":
-            return {"ns": self._namespace, "ids": ids}
-        return {"ns": self._namespace, "ids": json.dumps(ids)}
+        return {"ns": self._namespace, "ids": self._strategy.ids_parameter(ids)}
 
     def fetch(self, values: Mapping[str, Any]) -> list[Any]:
         return self._fetch.rows(values)

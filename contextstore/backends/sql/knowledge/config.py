@@ -3,8 +3,8 @@
 ``ConfiguredKnowledge`` is the part of ``KnowledgeBase`` that reads and changes the settings
 ``knowledge_settings`` stores (docs/decisions/0085-namespace-analyzer-and-embedder-in-sql.md):
 the properties say what the knowledge base analyses and embeds with, ``settings`` reads the
-row, ``configure`` reindexes (``reindex``), and ``_stale`` tells a search planned for other
-settings than its index's.
+row, ``configure`` reindexes (``knowledge.reindex``), and ``_stale`` tells a search planned
+for other settings than its index's.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sqlalchemy as sa
 
 from contextstore.backends.sql.database import translate_errors
-from contextstore.backends.sql.knowledge_queries import SearchPlan
-from contextstore.backends.sql.knowledge_settings import (
+from contextstore.backends.sql.knowledge.queries import SearchPlan
+from contextstore.backends.sql.knowledge.settings import (
     UNCHANGED,
     Active,
     Configuration,
@@ -29,7 +29,7 @@ from contextstore.core.analyzers import Analyzer
 from contextstore.core.embedding import EmbedFn
 
 if TYPE_CHECKING:
-    from contextstore.backends.sql.reindex import ConfigureSummary
+    from contextstore.backends.sql.knowledge.reindex import ConfigureSummary
 
 __all__ = ["ConfiguredKnowledge"]
 
@@ -85,12 +85,12 @@ class ConfiguredKnowledge:
         total: Callable[[int], None] | None = None,
     ) -> ConfigureSummary:
         """Store the namespace's ``analyzer`` and ``embedder`` and reindex what they change
-        (``contextstore.backends.sql.reindex.configure``); searches answer from the old index
-        until the new one is complete. ``None`` for ``analyzer`` keeps it; ``embedder=None``
-        (or ``"none"``) means lexical only, and leaving it out keeps it.
+        (``contextstore.backends.sql.knowledge.reindex.configure``); searches answer from the
+        old index until the new one is complete. ``None`` for ``analyzer`` keeps it;
+        ``embedder=None`` (or ``"none"``) means lexical only, and leaving it out keeps it.
         """
-        from contextstore.backends.sql.knowledge import KnowledgeBase
-        from contextstore.backends.sql.reindex import configure
+        from contextstore.backends.sql.knowledge.reindex import configure
+        from contextstore.backends.sql.knowledge.repository import KnowledgeBase
 
         assert isinstance(self, KnowledgeBase)
         return configure(self, analyzer, embedder, progress=progress, total=total)
