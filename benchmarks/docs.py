@@ -19,6 +19,7 @@ construction.
 
     python -m benchmarks.docs                          # rewrite the page from figures.json
     python -m benchmarks.docs --results results/latest.json   # publish a new run first
+    python -m benchmarks.docs --update results/latest.json    # publish a run of some sections
     python -m benchmarks.docs --check                  # exit 1 if the page is out of date
 """
 
@@ -64,6 +65,26 @@ def load_rows(path: Path) -> list[Row]:
     return [
         Row(**{key: value for key, value in row.items() if key in names}) for row in data["rows"]
     ]
+
+
+def merge_results(current: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """``current`` with the rows of every section ``run`` measured replaced by ``run``'s.
+
+    A run of a few sections (``python -m benchmarks --sections …``) refreshes those tables and
+    leaves the others' figures as they were; ``meta["updates"]`` keeps each partial run's meta
+    and the sections it replaced, so the page's figures still say which run they come from.
+    """
+    measured = {row["section"] for row in run["rows"]}
+    kept = [row for row in current["rows"] if row["section"] not in measured]
+    update = {"sections": sorted(measured), "meta": run.get("meta", {})}
+    meta = {**current.get("meta", {})}
+    meta["updates"] = [*meta.get("updates", []), update]
+    return {
+        "meta": meta,
+        "rows": [*kept, *run["rows"]],
+        "skipped": [*current.get("skipped", []), *run.get("skipped", [])],
+        "notes": [*current.get("notes", []), *run.get("notes", [])],
+    }
 
 
 def blocks(page: str) -> list[Block]:
@@ -144,10 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--results", type=Path, help="a results JSON to publish first (copied to figures.json)"
     )
+    parser.add_argument(
+        "--update",
+        type=Path,
+        help="a results JSON of some sections: their rows replace those in figures.json",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is out of date")
     args = parser.parse_args(argv)
     if args.results is not None:
         shutil.copyfile(args.results, FIGURES)
+    if args.update is not None:
+        current = json.loads(FIGURES.read_text(encoding="utf-8"))
+        run = json.loads(args.update.read_text(encoding="utf-8"))
+        merged = merge_results(current, run)
+        FIGURES.write_text(json.dumps(merged, indent=2, ensure_ascii=False) + "\n", "utf-8")
     rows, earlier = load_rows(FIGURES), load_rows(EARLIER)
     page = PAGE.read_text(encoding="utf-8")
     missing = uncovered_sections(page, rows)

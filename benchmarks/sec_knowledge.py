@@ -248,6 +248,7 @@ def run(bench: Bench, dialect: str) -> list[Row]:
             with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
                 connection.execute(sa.text("ANALYZE"))
         hand = hand_written(engine, "corpus", base.candidate_limit)
+        base.wait_for_index()  # searches time the index, not the SQL ranking meanwhile
         # Every chunk a query matches (fewer than the candidate limit): the same at each size.
         matches[size] = [len(base.search(q, base.candidate_limit)) for q in queries()]
         mismatches = sum(

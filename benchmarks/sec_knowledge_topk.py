@@ -6,8 +6,8 @@ the queries are 8–30-word sentences from paragraphs left out of it. At each si
 corpus is the first part of the large one, the queries are the same):
 
 * import time into SQLite and PostgreSQL (``import_documents``, the same documents);
-* search p50/p95, top 10, on SQLite and PostgreSQL (the local index, built by a first search,
-  its build time and memory reported), against the SQL ranking it replaced
+* search p50/p95, top 10, on SQLite and PostgreSQL (the local index, built first by
+  ``wait_for_index``, its build time and memory reported), against the SQL ranking it replaced
   (``local_index=False``) and ``InMemoryRetriever`` on the same chunks; how many queries
   return exactly ``InMemoryRetriever``'s chunks, scores and order. The searches of every
   size are timed after every import, in turns of 20 queries, so that the growth from one
@@ -122,7 +122,7 @@ def prepare_database(
     result["import_s"] = time.perf_counter() - started
     tracemalloc.start()
     started = time.perf_counter()
-    base.search("warm up the index")
+    assert base.wait_for_index()
     result["build_s"] = time.perf_counter() - started
     result["index_mb"] = tracemalloc.get_traced_memory()[0] / 1e6
     tracemalloc.stop()
@@ -162,7 +162,7 @@ async def async_throughput(url: str, queries: Sequence[str]) -> float:
     pool = DriverPool(engine, 16)
     try:
         base = AsyncKnowledgeBase(engine, "bench", pool=pool)
-        await base.search("warm up the index")
+        assert await base.wait_for_index()
         return await in_flight(lambda q: base.search(q, TOP_K), queries)
     finally:
         await pool.aclose()

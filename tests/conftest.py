@@ -25,6 +25,7 @@ import sqlalchemy as sa
 import typer.testing
 from hypothesis import settings
 
+from contextstore.backends.sql.knowledge.builds import wait_for_builds
 from tests.harness import *  # noqa: F403  (the backend-parametrised fixtures)
 from tests.leftovers import SCHEMAS_LEFT, leftovers, note_new_keys, unique_name, user_schemas
 from tests.sql_schemas import postgres_migration_script  # noqa: F401  (a fixture)
@@ -77,6 +78,10 @@ SLOW_NOT_RUN = pytest.StashKey[int]()
 MAX_WORKERS = 4
 # What each worker left behind, sent to the controlling process when the worker ends.
 WORKERS_LEFT: list[str] = []
+# How long a test's local index builds (background threads) may still run once its body
+# returned; one still running then is reported as left behind.
+BUILD_WAIT_SECONDS = 60.0
+BUILDS_LEFT: list[str] = []
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -185,15 +190,27 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         note_new_keys(redis_url, item.nodeid)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Once a test's body returned, wait for the local index builds it started, before its
+    fixtures dispose of engines and drop databases: no build outlives its database."""
+    try:
+        yield
+    finally:
+        if not wait_for_builds(BUILD_WAIT_SECONDS):
+            BUILDS_LEFT.append(f"{item.nodeid}: a local index build still ran after its test")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if it left keys in Redis or databases or schemas in PostgreSQL: only what
-    carries this run's token is looked at, never what other runs sharing the servers make.
+    """Fail the run if it left keys in Redis or databases or schemas in PostgreSQL (only what
+    carries this run's token is looked at, never what other runs sharing the servers make),
+    or a local index build running past its test.
 
     Last, after the session's fixtures are torn down. Each worker process of a full run has a
     token of its own, looks at what it made, and hands its findings to the controlling
     process, which reports them with its own."""
-    found = leftovers(os.environ.get(REDIS_ENV), os.environ.get(POSTGRES_ENV))
+    found = leftovers(os.environ.get(REDIS_ENV), os.environ.get(POSTGRES_ENV)) + BUILDS_LEFT
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["leftovers"] = found

@@ -55,3 +55,23 @@ def test_the_figures_are_a_results_file() -> None:
     data = json.loads(docs.FIGURES.read_text(encoding="utf-8"))
     assert set(data) == {"meta", "rows", "skipped", "notes"}
     assert all(isinstance(row["section"], str) and row["name"] for row in data["rows"])
+
+
+def test_a_run_of_some_sections_replaces_only_their_rows() -> None:
+    def row(section: str, name: str, ours: str) -> dict[str, object]:
+        return {"section": section, "name": name, "ours": ours}
+
+    current = {
+        "meta": {"date": "first"},
+        "rows": [row("A", "a1", "1 ms"), row("B", "b1", "2 ms"), row("B", "b2", "3 ms")],
+        "skipped": [],
+        "notes": ["first run"],
+    }
+    run = {"meta": {"date": "second"}, "rows": [row("B", "b1", "9 ms")], "skipped": [], "notes": []}
+    merged = docs.merge_results(current, run)
+    assert merged["rows"] == [row("A", "a1", "1 ms"), row("B", "b1", "9 ms")]
+    assert merged["meta"] == {
+        "date": "first",
+        "updates": [{"sections": ["B"], "meta": {"date": "second"}}],
+    }
+    assert merged["notes"] == ["first run"]

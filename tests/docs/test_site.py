@@ -117,3 +117,17 @@ def test_every_public_name_is_in_the_reference() -> None:
     index = read("reference/index.md")
     for name in directives:
         assert f"`{name}`" in index, name
+
+
+def test_no_file_keeps_a_merge_conflict() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    marker = re.compile(r"^(<{7} |={7}$|>{7} )", re.MULTILINE)
+    conflicted = [
+        name
+        for name in tracked
+        if name.endswith((".py", ".md", ".toml", ".yml", ".html", ".sql", ".lua", ".ini"))
+        and marker.search((ROOT / name).read_text(encoding="utf-8"))
+    ]
+    assert conflicted == []

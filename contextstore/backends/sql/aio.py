@@ -41,8 +41,9 @@ from contextstore.backends.sql.database import _safe, normalise_url
 from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.errors import translate_errors
 from contextstore.backends.sql.knowledge import KnowledgeBase, Progress
+from contextstore.backends.sql.knowledge.builds import in_daemon_thread, start_task
 from contextstore.backends.sql.knowledge.index import ATTEMPTS as LOCAL_ATTEMPTS
-from contextstore.backends.sql.knowledge.index import LocalIndex, Snapshot
+from contextstore.backends.sql.knowledge.index import LocalIndex
 from contextstore.backends.sql.knowledge.reindex import ConfigureSummary
 from contextstore.backends.sql.knowledge.settings import UNCHANGED, Active, Unchanged
 from contextstore.backends.sql.lessons.aio import AsyncLessonRepository
@@ -132,7 +133,8 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
         super().__init__(KnowledgeBase(engine.sync_engine, namespace, **options), ready)
         # With ``pool`` (PostgreSQL), the local index's one read per search skips the bridge.
         self._pool = pool
-        self._build_lock: asyncio.Lock | None = None
+        # The local index's build in flight (``_build``), kept so it is not collected.
+        self._build_task: asyncio.Task[bool | None] | None = None
 
     @property
     def namespace(self) -> str:
@@ -196,8 +198,9 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
             await self._ready()
         target = self.target
         chosen = target.mode if mode is None else search_mode(mode)
-        if target.local is not None and chosen != "vector":
-            found = await self._local_search(target, target.local, query, top_k, filters)
+        local = target.local if chosen != "vector" else None
+        if local is not None:
+            found = await self._local_search(target, local, query, top_k, filters)
             if found is not None:
                 return found
         plan = None
@@ -209,14 +212,17 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
                 _PLANNER, functools.partial(target.plan, query, top_k, filters, mode)
             )
         result: list[Chunk] = await greenlet_spawn(target.finish, plan)
+        if local is not None and target.needs_build(local):
+            self._start_build(local)  # once this answer is made, as ``KnowledgeBase.search``
         return result
 
     async def _local_search(
         self, target: KnowledgeBase, local: LocalIndex, query: Any, top_k: Any, filters: Any
     ) -> list[Chunk] | None:
         """``KnowledgeBase._local_search`` awaited: the ranking on the loop (numpy, a
-        millisecond or two), the read of the top chunks awaited, a build's reads awaited and
-        its CPU work in a worker thread. ``None``: search in SQL instead."""
+        millisecond or two), the read of the top chunks awaited. ``None``: search in SQL
+        instead; when the index is missing or stale ``search`` then starts a build as a task
+        of the loop (``_start_build``), which no search waits for."""
         for _ in range(LOCAL_ATTEMPTS):
             if isinstance(query, str) and len(query) <= PLANNED_ON_THE_LOOP_CHARS:
                 request = target.lexical_request(query, top_k, filters)
@@ -232,9 +238,7 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
                 return []
             snapshot = local.snapshot
             if snapshot is None:
-                snapshot = await self._build(target, local)
-                if snapshot is None:
-                    return None
+                return None  # answered in SQL, built in the background (``search``)
             if snapshot.settings_version != target.active_version():
                 await greenlet_spawn(target.agrees, local, snapshot, target.settings)
                 continue
@@ -250,18 +254,85 @@ class AsyncKnowledgeBase(Bridge[KnowledgeBase]):
                 return answer
         return None
 
-    async def _build(self, target: KnowledgeBase, local: LocalIndex) -> Snapshot | None:
-        # One build at a time: concurrent searches of a new or stale namespace wait for it.
-        if self._build_lock is None:
-            self._build_lock = asyncio.Lock()
-        async with self._build_lock:
-            if local.snapshot is not None:
-                return local.snapshot
-            read = await greenlet_spawn(target.guarded, local.read)
-            if read is None:
-                return None
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(_PLANNER, functools.partial(local.build, *read))
+    def _start_build(self, local: LocalIndex) -> None:
+        """Build ``local`` in a task of the running loop unless a build is in flight or one
+        failed lately (``BuildState.claim``)."""
+        if local.state.claim():
+            self._build_task = start_task(self._claimed_build(local))
+
+    async def _claimed_build(self, local: LocalIndex) -> bool | None:
+        """``LocalIndex.build_once`` awaited, the claim released whatever happens: a failure
+        is logged and retried on a later search, never raised to a caller."""
+        error: Exception | None = None
+        try:
+            return await self._build(local)
+        except Exception as raised:
+            error = raised
+            return False
+        finally:
+            local.state.release(error)
+
+    async def _build(self, local: LocalIndex) -> bool | None:
+        """``LocalIndex.build_once`` for the loop: the reads awaited, the CPU work on a daemon
+        thread (not the planner, which searches need meanwhile, and a process may exit
+        during a build)."""
+        target = self.target
+        read = await greenlet_spawn(target.guarded, local.read)
+        if read is None:
+            return None
+        snapshot = await in_daemon_thread(
+            functools.partial(local.build, *read), f"contextstore-index-{self.namespace}"
+        )
+        return local.install(snapshot, await self._generation_now(local))
+
+    async def _generation_now(self, local: LocalIndex) -> int:
+        values = local.generation_values()
+        if self._pool is not None:
+            with translate_errors(self.target.url):
+                rows = await self._pool.rows(local.statement, values)
+        else:
+            rows = await greenlet_spawn(self.target.guarded, functools.partial(local.fetch, values))
+        return int(rows[0][0]) if rows else 0
+
+    async def wait_for_index(self, timeout: float | None = None) -> bool:
+        """``KnowledgeBase.wait_for_index`` awaited: the build in flight is awaited, then one
+        is made if the index is still missing or stale."""
+        if self._ready is not None:
+            await self._ready()
+        local = self.target.local
+        if local is None or (await self.settings()).embed_fn is not None:
+            return False
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._refresh(local)
+        except TimeoutError:
+            return False
+
+    async def _refresh(self, local: LocalIndex) -> bool:
+        for _ in range(LOCAL_ATTEMPTS):
+            task = self._build_task
+            if task is not None and not task.done():
+                await asyncio.shield(task)
+            generation = await self._generation_now(local)
+            snapshot = local.snapshot
+            if snapshot is not None and snapshot.generation == generation:
+                return True
+            if local.too_large_at(generation):
+                return False
+            if not local.state.claim(now=True):
+                task = self._build_task
+                if task is None or task.done():
+                    # Claimed by a sync search on ``target``'s index: wait in a thread.
+                    await asyncio.to_thread(local.state.wait)
+                continue
+            task = start_task(self._claimed_build(local))
+            self._build_task = task
+            built = await asyncio.shield(task)
+            if built:
+                return True
+            if built is None or local.state.failures_in_a_row:
+                return False  # too large, or the build failed (logged)
+        return False
 
     async def generation(self) -> int:
         return await self._run(self._target.generation)

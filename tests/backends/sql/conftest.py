@@ -23,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from contextstore.backends.sql.database import create_database_engine, migrate
+from contextstore.backends.sql.knowledge.builds import wait_for_build_tasks
 from contextstore.backends.sql.repository import LessonRepository
 from tests.aio import Blocking
 from tests.sql_schemas import replay_migration, schema_url
@@ -131,6 +132,9 @@ def flavoured(flavour: str, database_url: str, make_sync: Any, make_async: Any) 
         try:
             yield Blocking(make_async(async_engine), runner)
         finally:
+            # A local index build the test started is a task of this loop: let it end
+            # before its engine is disposed of.
+            runner.run(wait_for_build_tasks())
             runner.run(async_engine.dispose())
 
 

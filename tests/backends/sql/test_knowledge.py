@@ -391,6 +391,9 @@ def test_the_local_index_is_exact_past_the_candidate_limit(engine: sa.Engine) ->
     base = kb(engine, candidate_limit=3)
     lines = [line(f"d{i}", f"common word {'rare ' * (i % 3)}") for i in range(10)]
     base.import_jsonl(lines)
+    # Ranked in SQL, within the candidate limit, until the index built after the write is in.
+    assert len(base.search("common", 10)) == 3
+    assert base.wait_for_index()
     memory = InMemoryRetriever()
     for record in map(json.loads, lines):
         memory.add(record["text"], record["source"])

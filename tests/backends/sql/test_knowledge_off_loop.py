@@ -105,7 +105,12 @@ def test_an_awaited_search_builds_its_local_index_off_the_loop(
         async_engine = create_async_database_engine(database_url)
         try:
             base = AsyncKnowledgeBase(async_engine, namespace)
-            return await base.search(query, 3, {"k": ["a", 1]}), threading.get_ident()
+            # Ranked in SQL while the index is built in the background; then by the index.
+            first = await base.search(query, 3, {"k": ["a", 1]})
+            assert await base.wait_for_index()
+            assert base.target.local is not None and base.target.local.builds == 1
+            assert await base.search(query, 3, {"k": ["a", 1]}) == first
+            return first, threading.get_ident()
         finally:
             await async_engine.dispose()
 

@@ -87,14 +87,15 @@ def test_a_search_is_one_statement_sync_and_async(database_url: str, embedded: b
     try:
         base = KnowledgeBase(engine, namespace, **options)
         empty = KnowledgeBase(engine, f"empty_{namespace}", **options)
-        # A lexical search builds its local index first (after any write): then one statement.
+        # A lexical search through the local index, once it is built: one statement.
         assert empty.search("refund", 3) == []
+        empty.wait_for_index()
         with cursor_statements(engine) as sent:
             assert empty.search("refund", 3) == []
         # The local index reads the generation with the texts: one statement even for none.
         assert one_select(sent, found=not embedded), sent
         base.import_jsonl(CORPUS_LINES)
-        base.search("refund", 1)
+        base.wait_for_index()
         expected: list[list[Chunk]] = []
         for query, filters in SEARCHES:
             with cursor_statements(engine) as sent:
@@ -113,7 +114,7 @@ def test_a_search_is_one_statement_sync_and_async(database_url: str, embedded: b
         async_engine = create_async_database_engine(database_url)
         try:
             base = AsyncKnowledgeBase(async_engine, namespace, **options)
-            await base.search("refund", 1)
+            await base.wait_for_index()
             found = []
             for query, filters in SEARCHES:
                 with cursor_statements(async_engine.sync_engine) as sent:
@@ -178,6 +179,7 @@ def test_a_search_is_one_round_trip_on_postgres(
     try:
         base = KnowledgeBase(engine, namespace)
         base.import_jsonl(CORPUS_LINES)
+        assert base.wait_for_index()
         for _ in range(WARM_UP):
             for query, filters in SEARCHES:
                 base.search(query, 4, filters)
@@ -192,6 +194,7 @@ def test_a_search_is_one_round_trip_on_postgres(
         async_engine = create_async_database_engine(url)
         try:
             base = AsyncKnowledgeBase(async_engine, namespace)
+            assert await base.wait_for_index()
             for _ in range(WARM_UP):
                 for query, filters in SEARCHES:
                     await base.search(query, 4, filters)

@@ -12,8 +12,10 @@ the postings of the query's terms rather than to the namespace (``knowledge.topk
 0096). One statement then reads the texts of the ``top_k`` chunks by primary key together
 with the namespace's generation: if the generation is the one the index was built at, the
 index describes exactly the snapshot those texts come from, so the answer is exact; if it
-moved (any write bumps it), the index is rebuilt and the search runs again. See decision 0089
-for the measurements behind this route.
+moved (any write bumps it), the index is dropped and the search is answered by the SQL
+ranking while a new index is built in the background (``knowledge.builds``, one build at a
+time), swapped in once built if the generation has not moved again. See decisions 0089 (the
+index) and 0098 (its builds off the caller's thread) for the measurements behind this.
 
 Metadata filters keep the knowledge base's JSON semantics (``filter_conditions``): a number
 matches by value, a bool only a bool, a string only a string, ``None`` only a present null.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,8 +38,10 @@ import numpy as np
 import sqlalchemy as sa
 from numpy.typing import NDArray
 
+from contextstore.backends.sql.database import read_only
 from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.direct import DirectStatement
+from contextstore.backends.sql.knowledge.builds import RETRY_AFTER, BuildState, start_daemon
 from contextstore.backends.sql.knowledge.queries import read_metadata
 from contextstore.backends.sql.knowledge.settings import settings_version_column
 from contextstore.backends.sql.knowledge.strategies import strategy_of
@@ -55,8 +60,9 @@ MAX_LOCAL_CHUNKS: Final = 2_000_000
 about a gigabyte of the process (some 56 MB per 100,000 chunks of prose, see decision 0089)."""
 # Filter masks kept per snapshot (one per distinct filter), least recently used dropped.
 MAX_CACHED_FILTERS: Final = 64
-# A search whose index went stale while it ran is tried again this many times; a namespace
-# written faster than that is searched in SQL meanwhile.
+# A search ranks again this many times when a text it was about to return proves unreadable
+# or a newer index was swapped in under it; then it is answered in SQL. ``refresh`` builds
+# this many times at most when writes keep making its build stale.
 ATTEMPTS: Final = 3
 
 Filters = Mapping[str, tuple[FilterValue, ...]]
@@ -305,10 +311,13 @@ def fetch_statement(strategy: KnowledgeStrategy) -> sa.Select[Any]:
 class LocalIndex:
     """One namespace's ``Snapshot`` for one ``KnowledgeBase``, rebuilt when its generation moves.
 
-    Thread-safe: searches read the current snapshot without a lock; one build runs at a time.
-    ``KnowledgeBase`` drives it (``build_now``, ``fetch_values``, ``fetch``, ``answer``); the
-    async knowledge base calls ``read`` and ``build`` apart, so the I/O is awaited and the
-    building runs off the event loop.
+    Thread-safe: searches read the current snapshot without a lock. A search that finds none
+    is answered in SQL, then calls ``start_build`` (a daemon thread, at most one build in
+    flight, ``state``); ``refresh`` waits for an index describing the namespace as it
+    is (``KnowledgeBase.wait_for_index``). The async knowledge base calls ``read``,
+    ``build``, ``current_generation`` and ``install`` apart, so the I/O is awaited and the
+    building runs off the event loop. ``clock`` and ``retry_after``: when a failed build may
+    be tried again (``builds.BuildState``).
     """
 
     def __init__(
@@ -319,19 +328,23 @@ class LocalIndex:
         *,
         max_chunks: int = MAX_LOCAL_CHUNKS,
         guard: Callable[[Callable[[], Any]], Any] = lambda read: read(),
+        clock: Callable[[], float] = time.monotonic,
+        retry_after: float = RETRY_AFTER,
     ) -> None:
         self._engine = engine
         self._namespace = namespace
         self._parameters = parameters
         self._max_chunks = max_chunks
         self._guard = guard
-        self._build_lock = threading.Lock()
+        self._install_lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._too_large_at: int | None = None
         self._strategy = strategy_of(engine)
         self._fetch = DirectStatement(engine, fetch_statement(self._strategy))
         self._reads = read_statements(self._strategy)
+        self.state = BuildState(f"namespace {namespace!r}", clock=clock, retry_after=retry_after)
         self.builds = 0
+        """Snapshots built (the CPU step, ``build``)."""
 
     @property
     def statement(self) -> DirectStatement:
@@ -343,17 +356,67 @@ class LocalIndex:
         """The current snapshot (``None`` before the first build or after one went stale)."""
         return self._snapshot
 
+    def too_large_at(self, generation: int) -> bool:
+        """Whether the namespace held more than ``max_chunks`` chunks at ``generation``."""
+        return self._too_large_at == generation
+
     # -- the sync path --------------------------------------------------------------------
 
-    def build_now(self) -> Snapshot | None:
-        """The current snapshot, built first if there is none (one build at a time);
-        ``None`` when the namespace is larger than ``max_chunks``."""
-        with self._build_lock:
+    def start_build(self, *, now: bool = False) -> bool:
+        """Build in the background unless a build is in flight or (unless ``now``) one failed
+        lately (``state.claim``); ``True`` if one was started. Never raises for the build: a
+        failure is logged (``BuildState.release``) and the snapshot left as it was."""
+        if not self.state.claim(now=now):
+            return False
+        start_daemon(self._build_in_background, f"contextstore-index-{self._namespace}")
+        return True
+
+    def _build_in_background(self) -> None:
+        error: Exception | None = None
+        try:
+            self.build_once()
+        except Exception as raised:
+            error = raised
+        finally:
+            self.state.release(error)
+
+    def build_once(self) -> bool | None:
+        """Read, build and ``install`` (the caller holds the claim): ``True`` once installed,
+        ``False`` when the namespace was written meanwhile, ``None`` when it holds more than
+        ``max_chunks`` chunks."""
+        read = self._guard(self.read)
+        if read is None:
+            return None
+        snapshot = self.build(*read)
+        return self.install(snapshot, self._guard(self.current_generation))
+
+    def refresh(self, timeout: float | None = None) -> bool:
+        """Wait until the current snapshot describes the namespace as it is now: the build
+        in flight is waited for, then one is started (even soon after a failure) and waited
+        for if still needed. ``False`` after ``timeout`` seconds (``None``: no limit; the
+        build goes on), when the namespace holds more than ``max_chunks`` chunks, when the
+        build failed (logged), or when writes kept making ``ATTEMPTS`` builds stale."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+        for _ in range(ATTEMPTS):
+            if not self.state.wait(left()):
+                return False
+            generation = self._guard(self.current_generation)
             snapshot = self._snapshot
-            if snapshot is not None:
-                return snapshot
-            read = self._guard(self.read)
-            return None if read is None else self.build(*read)
+            if snapshot is not None and snapshot.generation == generation:
+                return True
+            if self.too_large_at(generation):
+                return False
+            if self.start_build(now=True):
+                if not self.state.wait(left()):
+                    return False
+                if self.state.failures_in_a_row:
+                    return False
+            # Else a search started a build in between: the next turn waits for it.
+        return False
 
     def drop(self, snapshot: Snapshot) -> None:
         """Forget ``snapshot`` if it is still the current one: the next search rebuilds."""
@@ -367,8 +430,10 @@ class LocalIndex:
         database; ``None`` when the namespace holds more than ``max_chunks`` chunks."""
         generation, chunks, documents = self._reads
         values = {"ns": self._namespace}
+        # A deferred BEGIN on SQLite (``read_only``): one snapshot without the write lock,
+        # which a build in the background would otherwise hold from writers while it reads.
         with (
-            self._engine.connect() as connection,
+            read_only(self._engine).connect() as connection,
             dialect_of(connection).snapshot(connection).begin(),
         ):
             found = connection.execute(generation, values).first()
@@ -386,16 +451,35 @@ class LocalIndex:
     def build(
         self, generation: int, version: int, chunks: list[Any], documents: list[Any]
     ) -> Snapshot:
-        """Build the snapshot of ``read``'s rows and make it current (CPU only)."""
+        """The snapshot of ``read``'s rows (CPU only); ``install`` makes it current."""
         snapshot = snapshot_from_rows(generation, version, chunks, documents, self._parameters)
-        current = self._snapshot
-        if current is None or current.generation <= generation:
-            self._snapshot = snapshot
         self.builds += 1
         return snapshot
 
+    def current_generation(self) -> int:
+        """The namespace's generation now (one primary-key read)."""
+        return _generation(self.fetch(self.generation_values()))
+
+    def generation_values(self) -> dict[str, Any]:
+        """``fetch``'s values for no chunk: its one row carries the generation only."""
+        return self._values([])
+
+    def install(self, snapshot: Snapshot, generation: int) -> bool:
+        """Make ``snapshot`` current if the namespace is still at its generation
+        (``generation``, read after it was built) and no newer one was installed; ``False``
+        (dropped) when it was written meanwhile."""
+        if snapshot.generation != generation:
+            return False
+        with self._install_lock:
+            current = self._snapshot
+            if current is None or current.generation <= snapshot.generation:
+                self._snapshot = snapshot
+        return True
+
     def fetch_values(self, ranked: Ranked, snapshot: Snapshot) -> dict[str, Any]:
-        ids = [int(snapshot.chunk_ids[r]) for r in ranked.rows]
+        return self._values([int(snapshot.chunk_ids[r]) for r in ranked.rows])
+
+    def _values(self, ids: list[int]) -> dict[str, Any]:
         return {"ns": self._namespace, "ids": self._strategy.ids_parameter(ids)}
 
     def fetch(self, values: Mapping[str, Any]) -> list[Any]:

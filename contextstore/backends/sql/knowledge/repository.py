@@ -93,7 +93,10 @@ class KnowledgeBase(KnowledgeSearch, DocumentReads):
     ``InMemoryRetriever``. ``candidate_limit`` (≥ 1) bounds the chunks one search reads in
     SQL. Without an embedder, and unless ``local_index=False``, a search ranks in a
     process-local index of the namespace (``knowledge.index``): exact whatever the number of
-    matches, rebuilt on the first search after any write. ``mode`` is the default search
+    matches. After any write the index is rebuilt in the background (a daemon thread, one
+    build at a time, ``knowledge.builds``) and searches are ranked in SQL until it is
+    swapped in, exact then while the matches fit ``candidate_limit``, as with
+    ``local_index=False``; ``wait_for_index`` waits for it. ``mode`` is the default search
     mode (``hybrid``, ``lexical`` or ``vector``, as in ``InMemoryRetriever``);
     ``exact_vectors`` makes PostgreSQL scan every vector instead of using its HNSW index.
     Thread-safe: every call opens its own connection.

@@ -1,8 +1,9 @@
 """The search half of ``KnowledgeBase``: plan a search, run its statement, rank its rows.
 
 A lexical search ranks in the process-local index (``knowledge.index``) when the knowledge
-base has one, else it is one statement in autocommit (one snapshot, one round trip, no BEGIN
-or COMMIT); a hybrid or vector search adds one read transaction for the nearest chunks
+base has one and it is current; else (the index then rebuilt in the background,
+``knowledge.builds``) it is one statement in autocommit (one snapshot, one round trip, no
+BEGIN or COMMIT); a hybrid or vector search adds one read transaction for the nearest chunks
 (``knowledge.vectors``). ``plan`` does all the CPU work that grows with the query (analysis,
 embedding, building and compiling the statement, ``knowledge.queries``), so the async
 knowledge base runs it in a worker thread and only ``finish`` does I/O.
@@ -92,11 +93,22 @@ class KnowledgeSearch(ConfiguredKnowledge):
         (``knowledge.vectors``), so a chunk sharing no word with the query can be found.
         """
         chosen = self.mode if mode is None else search_mode(mode)
-        if self.local is not None and chosen != "vector":
-            found = self._local_search(self.local, query, top_k, filters)
-            if found is not None:
-                return found
-        return self.finish(self.plan(query, top_k, filters, mode))
+        local = self.local
+        if local is None or chosen == "vector":
+            return self.finish(self.plan(query, top_k, filters, mode))
+        found = self._local_search(local, query, top_k, filters)
+        if found is not None:
+            return found
+        found = self.finish(self.plan(query, top_k, filters, mode))
+        if self.needs_build(local):
+            # Started once this answer is made, so its CPU work does not slow it down.
+            local.start_build()
+        return found
+
+    def needs_build(self, local: LocalIndex) -> bool:
+        """Whether a search just answered in SQL should start a build of ``local``: it has
+        no current snapshot, and the namespace does not embed (no I/O)."""
+        return local.snapshot is None and self._active().embed_fn is None
 
     def _local_search(
         self, local: LocalIndex, query: str, top_k: int, filters: Mapping[str, Any] | None
@@ -112,9 +124,7 @@ class KnowledgeSearch(ConfiguredKnowledge):
                 return []
             snapshot = local.snapshot
             if snapshot is None:
-                snapshot = local.build_now()
-                if snapshot is None:
-                    return None
+                return None  # never built, or stale: answered in SQL, built in the background
             if not self.agrees(local, snapshot, self.settings):
                 continue
             ranked = snapshot.rank(terms, top_k, checked, weights)
@@ -122,7 +132,25 @@ class KnowledgeSearch(ConfiguredKnowledge):
             answer = local.answer(snapshot, ranked, rows)
             if answer is not None:
                 return answer
+            # ``answer`` dropped a stale snapshot (the loop then leaves the search to SQL), or
+            # hid an unreadable text from this one (the loop ranks again).
         return None
+
+    def wait_for_index(self, timeout: float | None = None) -> bool:
+        """Wait until the local index describes the namespace as it is now (for tests, and a
+        caller that would rather wait than have the next searches ranked in SQL).
+
+        The build in flight, if any, is waited for; then, if the index is still missing or
+        older than the namespace's generation, a build is started and waited for. ``True``
+        once it is current; ``False`` without a local index (``local_index=False``), for a
+        namespace of more than ``MAX_LOCAL_CHUNKS`` chunks, after ``timeout`` seconds
+        (``None``: no limit), when the build failed (logged) or writes kept outrunning it,
+        and for a namespace that embeds (searched in SQL: nothing is built). Reads the
+        namespace's settings first, so raises as ``settings`` does.
+        """
+        if self.local is None or self.settings().embed_fn is not None:
+            return False
+        return self.local.refresh(timeout)
 
     def lexical_request(
         self, query: str, top_k: int, filters: Mapping[str, Any] | None
