@@ -12,10 +12,12 @@ by every ``WordLlamaEmbedder`` of the same dimension.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,21 @@ _MODELS: dict[int, Any] = {}
 _MODELS_LOCK = threading.Lock()
 
 
+@contextmanager
+def _root_logger_kept() -> Iterator[None]:
+    """Undo what an import does to the root logger: ``wordllama`` calls
+    ``logging.basicConfig(level=INFO)`` when imported, which would print every INFO record of
+    the application that loaded the embedder."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+
+
 def _load(dim: int) -> Any:
     """The shared ``WordLlamaInference`` for ``dim``, loaded from the wheel's own files."""
     with _MODELS_LOCK:
@@ -41,8 +58,9 @@ def _load(dim: int) -> Any:
         if model is not None:
             return model
         try:
-            import wordllama
-            from wordllama import WordLlama
+            with _root_logger_kept():
+                import wordllama
+                from wordllama import WordLlama
         except ImportError as exc:
             raise MissingExtraError("WordLlamaEmbedder", "wordllama", "embeddings") from exc
         package = Path(wordllama.__file__).parent

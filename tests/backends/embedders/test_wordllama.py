@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,3 +76,21 @@ def test_shorter_dimensions_and_bad_ones() -> None:
     with pytest.raises(ValidationError) as error:
         WordLlamaEmbedder(dim=100)
     assert error.value.field == "dim"
+
+
+@pytest.mark.slow
+def test_loading_leaves_the_applications_logging_alone() -> None:
+    # wordllama configures the root logger at INFO when imported; a fresh interpreter shows
+    # whether that reaches the application.
+    script = (
+        "import logging\n"
+        "from contextstore.backends.embedders import WordLlamaEmbedder\n"
+        "WordLlamaEmbedder().embed_many(['fail over'])\n"
+        "root = logging.getLogger()\n"
+        "print(root.level, len(root.handlers))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert run.stdout == f"{logging.WARNING} 0\n"
+    assert run.stderr == ""
