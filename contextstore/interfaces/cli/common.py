@@ -203,15 +203,18 @@ def progress_bar(on: Console) -> Progress:
     )
 
 
-def print_import_summary(summary: ImportSummary, title: str, as_json: bool) -> None:
-    """An import's counts: one JSON object with ``--json``, else a one-row table."""
+def print_record(title: str, record: dict[str, Any], as_json: bool) -> None:
+    """One record: a JSON object with ``--json``, else a one-row table, a column a key."""
     if as_json:
-        print_json(
-            {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged}
-        )
+        print_json(record)
         return
-    rows: list[list[Any]] = [[summary.added, summary.updated, summary.unchanged]]
-    console.print(table(title, ["added", "updated", "unchanged"], rows))
+    console.print(table(title, list(record), [list(record.values())]))
+
+
+def print_import_summary(summary: ImportSummary, title: str, as_json: bool) -> None:
+    """An import's counts (``added``, ``updated``, ``unchanged``), as ``print_record``."""
+    record = {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged}
+    print_record(title, record, as_json)
 
 
 def percent(fraction: float | None) -> str:

@@ -32,6 +32,7 @@ from contextstore.interfaces.cli.common import (
     plural,
     print_import_summary,
     print_json,
+    print_record,
     progress_bar,
     table,
 )
@@ -329,10 +330,7 @@ def configure(
             total=lambda n: progress.update(task, total=n),
         )
     record = summary.as_dict()
-    if as_json:
-        print_json(record)
-        return
-    console.print(table("configure", list(record), [list(record.values())]))
+    print_record("configure", record, as_json)
 
 
 @app.command("settings")
@@ -351,10 +349,7 @@ def settings(
         "dimension": active.dimension,
         "version": active.version,
     }
-    if as_json:
-        print_json(record)
-        return
-    console.print(table("settings", list(record), [list(record.values())]))
+    print_record("settings", record, as_json)
 
 
 @app.command("reembed")
@@ -372,7 +367,4 @@ def reembed(
             base = KnowledgeBase(base._engine, base.namespace, embedder="hashing")
         task = progress.add_task("embedding", total=stale_embeddings(base))
         done = base.reembed(progress=lambda n: progress.advance(task, n))
-    if as_json:
-        print_json({"reembedded": done, "embedder": base.embedder})
-        return
-    console.print(table("reembed", ["reembedded", "embedder"], [[done, base.embedder]]))
+    print_record("reembed", {"reembedded": done, "embedder": base.embedder}, as_json)
