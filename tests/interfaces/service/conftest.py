@@ -17,6 +17,7 @@ import pytest
 import redis
 import sqlalchemy as sa
 
+from contextstore.store.sync import Store, connect
 from tests.backends.sql.conftest import schema_url
 from tests.interfaces.service.server import Server
 from tests.leftovers import unique_name
@@ -67,6 +68,14 @@ def server(
     finally:
         instance.stop()
         drop_schema(server_url, schema)
+
+
+@pytest.fixture(scope="module")
+def store(server: Server) -> Iterator[Store]:
+    """The server's database, opened directly, to arrange rows and check what was written."""
+    opened = connect(database_url=server.database_url, redis_url="")
+    yield opened
+    opened.close()
 
 
 @pytest.fixture
