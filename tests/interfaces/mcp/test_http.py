@@ -8,7 +8,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import httpx2
@@ -16,9 +15,9 @@ import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, TextContent
 
 from contextstore.interfaces.result_schemas import LESSON_SCHEMA, RUN_SCHEMA
+from tests.interfaces.mcp.calls import structured, tool_error
 from tests.interfaces.service.conftest import BACKENDS, drop_schema, postgres_schema_url
 from tests.interfaces.service.server import Server
 
@@ -83,19 +82,6 @@ async def connected(server: Server, key: str | None, mode: str = "legacy") -> As
     transport = streamable_http_client(f"{server.url}/mcp", http_client=http)
     async with http, Client(transport, mode=mode) as client:
         yield client
-
-
-def structured(result: CallToolResult) -> Any:
-    assert not result.is_error, result.content
-    assert isinstance(result.content[0], TextContent)
-    assert json.loads(result.content[0].text) == result.structured_content
-    return result.structured_content
-
-
-def tool_error(result: CallToolResult) -> str:
-    assert result.is_error
-    assert isinstance(result.content[0], TextContent)
-    return result.content[0].text
 
 
 def lesson_id(prefix: str) -> str:

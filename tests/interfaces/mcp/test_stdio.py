@@ -14,7 +14,6 @@ from typing import Any
 import jsonschema
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp_types import CallToolResult, TextContent
 from typer.testing import CliRunner
 
 from contextstore import LessonRecord, Scope, connect
@@ -27,6 +26,7 @@ from contextstore.interfaces.result_schemas import (
     SEARCH_SCHEMA,
 )
 from contextstore.interfaces.results import run_json
+from tests.interfaces.mcp.calls import structured, tool_error
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("clean_environment")]
 
@@ -70,20 +70,6 @@ async def serving(
     # starting on a loaded machine can take just to import.
     async with Client(server, mode="legacy") as connected:
         yield connected
-
-
-def structured(result: CallToolResult) -> Any:
-    assert not result.is_error, result.content
-    assert isinstance(result.content[0], TextContent)
-    # The text a model reads and the structured result are the same JSON.
-    assert json.loads(result.content[0].text) == result.structured_content
-    return result.structured_content
-
-
-def tool_error(result: CallToolResult) -> str:
-    assert result.is_error
-    assert isinstance(result.content[0], TextContent)
-    return result.content[0].text
 
 
 @pytest.mark.asyncio
