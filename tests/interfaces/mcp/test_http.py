@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from contextstore.interfaces.result_schemas import LESSON_SCHEMA, RUN_SCHEMA
 from tests.interfaces.mcp.calls import structured, tool_error
-from tests.interfaces.service.conftest import BACKENDS, drop_schema, postgres_schema_url
+from tests.interfaces.service.conftest import BACKENDS, running_server
 from tests.interfaces.service.server import Server
 
 pytestmark = pytest.mark.slow
@@ -45,22 +45,8 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     directory: Path = tmp_path_factory.mktemp(f"mcp-{request.param}")
-    if request.param == "sqlite":
-        instance = Server(directory, f"sqlite:///{directory / 'store.db'}")
-        instance.start()
+    with running_server(request, directory) as instance:
         yield instance
-        assert instance.stop() == 0, instance.log.read_text()
-        return
-    server_url: str = request.getfixturevalue("postgres_server_url")
-    schema, url = postgres_schema_url(server_url)
-    instance = Server(directory, url, request.getfixturevalue("redis_url"))
-    try:
-        instance.start()
-        yield instance
-        assert instance.stop() == 0, instance.log.read_text()
-    finally:
-        instance.stop()
-        drop_schema(server_url, schema)
 
 
 @pytest.fixture
