@@ -26,15 +26,15 @@ from contextstore.interfaces.result_schemas import (
     SEARCH_SCHEMA,
 )
 from contextstore.interfaces.results import run_json
-from tests.interfaces.mcp.calls import structured, tool_error
+from tests.interfaces.mcp.calls import (
+    QUERY,
+    RUNBOOK,
+    check_bad_input_names_the_field,
+    structured,
+    tool_error,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("clean_environment")]
-
-RUNBOOK = (
-    "To fail over the primary Postgres cluster, promote the replica with the least "
-    "replication lag, then point the service's connection string at it."
-)
-QUERY = "How do I fail over the primary Postgres cluster?"
 
 
 @pytest.fixture
@@ -165,20 +165,7 @@ async def test_search_add_get_delete_a_document(database_url: str) -> None:
 @pytest.mark.asyncio
 async def test_bad_input_is_a_tool_error_naming_the_field(database_url: str) -> None:
     async with serving(database_url) as client:
-        too_many = tool_error(
-            await client.call_tool("search_knowledge", {"query": "x", "top_k": 500})
-        )
-        assert "top_k\n  Input should be less than or equal to 50" in too_many
-        bad_filter = tool_error(
-            await client.call_tool("build_context", {"query": QUERY, "filters": {"": 1}})
-        )
-        assert bad_filter == (
-            "Error executing tool build_context: "
-            "filters: key '' must be a non-empty string without quotes"
-        )
-        # The session survives both: the next call answers.
-        data = structured(await client.call_tool("search_knowledge", {"query": "replica lag"}))
-        assert [chunk["source"] for chunk in data["chunks"]] == ["runbooks/failover.md"]
+        await check_bad_input_names_the_field(client)
 
 
 @pytest.mark.asyncio
