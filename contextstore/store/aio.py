@@ -110,10 +110,12 @@ class AsyncStore(StoreBase):
         (``contextstore.backends.sql.async_direct``); ``None`` on SQLite."""
         if self._lender is not None:
             return self._lender.driver_pool
-        if self.sql_engine.dialect.name != "postgresql":
-            return None
         from contextstore.backends.sql.aio import POOL_SIZE
         from contextstore.backends.sql.async_direct import DriverPool
+        from contextstore.backends.sql.dialects import dialect_of
+
+        if not dialect_of(self.sql_engine.sync_engine).serves_driver_pool:
+            return None
 
         return DriverPool(self.sql_engine, POOL_SIZE)
 

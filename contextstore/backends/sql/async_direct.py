@@ -48,8 +48,9 @@ class DriverPool:
         import psycopg
 
         sync = engine.sync_engine
-        if not dialect_of(sync).serves_driver_pool:
-            raise ConfigurationError(f"DriverPool serves PostgreSQL, not {sync.dialect.name}")
+        dialect = dialect_of(sync)
+        if not dialect.serves_driver_pool:
+            raise ConfigurationError(f"DriverPool serves PostgreSQL, not {dialect.name}")
         self._connect = psycopg.AsyncConnection.connect
         self._cursor = psycopg.AsyncRawCursor
         self._error: type[Exception] = psycopg.Error

@@ -30,6 +30,7 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 
+from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.disconnects import STAMP, disconnects
 
 __all__ = ["DirectStatement"]
@@ -78,7 +79,7 @@ class DirectStatement:
             processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
             if processor is not None:
                 self._processors[name] = processor
-        self._reset = dialect.name == "postgresql"
+        self._reset = dialect_of(dialect).direct_autocommit
         self._dbapi_error: type[Exception] = dialect.loaded_dbapi.Error
 
     def parameters(self, values: Mapping[str, Any]) -> Any:

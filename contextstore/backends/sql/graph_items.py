@@ -103,7 +103,7 @@ class GraphItemSession:
         self._session = session
         self._namespace = namespace
         self._now = now
-        self._dialect = session.get_bind().dialect.name
+        self._dialect = dialect_of(session.get_bind())
 
     def get(self, path: Path, key: str) -> StoredItem | None:
         query = self._items().where(NAMESPACES.c.path == ".".join(path), ITEMS.c.key == key)
@@ -136,7 +136,7 @@ class GraphItemSession:
     def put(self, path: Path, key: str, value: dict[str, Any]) -> None:
         """Insert or replace; a replaced item keeps its place and ``created_at``."""
         namespace_id = self._namespace_id(path)
-        insert = _insert_for(self._dialect)(ITEMS).values(
+        insert = self._dialect.insert()(ITEMS).values(
             namespace_id=namespace_id,
             key=key,
             value=value,
@@ -175,7 +175,7 @@ class GraphItemSession:
         found = self._session.scalar(query)
         if found is None:
             self._session.execute(
-                _insert_for(self._dialect)(NAMESPACES)
+                self._dialect.insert()(NAMESPACES)
                 .values(namespace=self._namespace, path=joined)
                 .on_conflict_do_nothing()
             )
@@ -194,10 +194,6 @@ class GraphItemSession:
             .select_from(ITEMS.join(NAMESPACES, ITEMS.c.namespace_id == NAMESPACES.c.id))
             .where(NAMESPACES.c.namespace == self._namespace)
         )
-
-
-def _insert_for(dialect: str) -> Callable[[sa.Table], Any]:
-    return dialect_of(dialect).insert()
 
 
 def _item(row: sa.Row[Any]) -> StoredItem:

@@ -30,10 +30,6 @@ BigIntegerId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 ENTITY_ID_LENGTH = 255
 ACTOR_LENGTH = 255
-# SQLite only: where a writer names its actor for the audit triggers, inside its own write
-# transaction (migration 0003 explains why). Not a model: it is no part of the data.
-SQLITE_ACTOR_TABLE = "lesson_audit_actor"
-
 # A JSON array of strings: ``jsonb`` on PostgreSQL, so reports unnest it with
 # ``jsonb_array_elements_text``; JSON text on SQLite, unnested with ``json_each``.
 JsonList = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")

@@ -17,6 +17,7 @@ from typing import Final
 import sqlalchemy as sa
 
 from contextstore.backends.sql.database import create_database_engine, translate_errors
+from contextstore.backends.sql.dialects import dialect_of
 from contextstore.errors import ValidationError
 
 # A plain lower-case identifier: never quoted differently than it was typed.
@@ -50,7 +51,7 @@ def grant_service_role(database_url: str, role: str) -> list[str]:
         )
     engine = create_database_engine(database_url)
     try:
-        if engine.dialect.name != "postgresql":
+        if not dialect_of(engine).grants_roles:
             raise ValidationError(
                 "database_url",
                 "service roles are PostgreSQL's: a SQLite file is guarded by who may write it",

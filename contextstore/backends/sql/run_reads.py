@@ -22,24 +22,26 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from contextstore.backends.sql.database import tolerating_bytes, translate_errors
+from contextstore.backends.sql.dialects import DIALECTS, dialect_of
 from contextstore.backends.sql.direct import DirectStatement
 from contextstore.backends.sql.knowledge import KnowledgeBase
-from contextstore.backends.sql.repository import candidate_lessons, candidate_sql, keys_parameter
+from contextstore.backends.sql.repository import candidate_lessons
 from contextstore.core.matching import Lesson, Scope, lookup_keys
 
 __all__ = ["LessonsAndKnowledge", "split_rows"]
 
 # The generation row: the candidate columns null, the generation last. Candidate rows carry
-# a null generation. PostgreSQL types each column from both halves of the UNION.
+# a null generation, typed as a bigint where a UNION types each column from both halves
+# (``Dialect.typed_null``: PostgreSQL).
 _GENERATION: Final = (
     "SELECT NULL, NULL, NULL, NULL, NULL, NULL, COALESCE(("
     "SELECT generation FROM knowledge_stats WHERE namespace = :ns), 0)"
 )
 _JOINT: Final = {
-    "postgresql": sa.text(
-        candidate_sql("postgresql", ", CAST(NULL AS bigint)") + " UNION ALL " + _GENERATION
-    ),
-    "sqlite": sa.text(candidate_sql("sqlite", ", NULL") + " UNION ALL " + _GENERATION),
+    dialect.name: sa.text(
+        dialect.candidate_sql(f", {dialect.typed_null('bigint')}") + " UNION ALL " + _GENERATION
+    )
+    for dialect in DIALECTS.values()
 }
 
 
@@ -64,8 +66,8 @@ class LessonsAndKnowledge:
 
     def __init__(self, engine: sa.Engine, knowledge: KnowledgeBase) -> None:
         self._engine = engine
-        self._statement = DirectStatement(engine, _JOINT[engine.dialect.name])
-        self._dialect = engine.dialect.name
+        self._dialect = dialect_of(engine)
+        self._statement = DirectStatement(engine, _JOINT[self._dialect.name])
         self.knowledge = knowledge
 
     def candidates(self, scope: Scope) -> list[Lesson]:
@@ -75,7 +77,7 @@ class LessonsAndKnowledge:
     def candidates_read(self, keys: Sequence[str]) -> tuple[DirectStatement, dict[str, Any]]:
         """The joint statement and its values for ``keys`` (sorted lookup keys), as
         ``LessonRepository.candidates_read`` gives its own."""
-        values = {"keys": keys_parameter(self._dialect, keys), "ns": self.knowledge.namespace}
+        values = {"keys": self._dialect.keys_parameter(keys), "ns": self.knowledge.namespace}
         return self._statement, values
 
     def candidates_with_generation(self, scope: Scope) -> tuple[list[Lesson], int]:

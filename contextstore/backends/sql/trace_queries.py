@@ -1,10 +1,10 @@
 """SQL over the runs' traces: the lessons each run named, in the database.
 
-A lesson filter tests the JSON array ``lessons_included_ids`` itself: PostgreSQL stores the
-arrays as ``jsonb`` and tests containment; SQLite stores JSON text and unnests it with
-``json_each``. The lesson statistics (and reports by lesson) read ``query_metric_lessons``,
-the arrays as rows that triggers keep (revision 0009). Either way the rows never come to
-Python: each is one statement.
+A lesson filter tests the JSON array ``lessons_included_ids`` itself
+(``Dialect.json_array_holds``: containment of ``jsonb`` on PostgreSQL, JSON text unnested
+with ``json_each`` on SQLite). The lesson statistics (and reports by lesson) read
+``query_metric_lessons``, the arrays as rows that triggers keep (revision 0009). Either way
+the rows never come to Python: each is one statement.
 """
 
 from __future__ import annotations
@@ -16,19 +16,7 @@ import sqlalchemy as sa
 
 from contextstore.backends.sql.models import LessonRow, QueryMetricLessonRow, QueryMetricRow
 
-__all__ = ["contains", "lesson_usage"]
-
-
-def contains(dialect: str, column: Any, value: str) -> sa.ColumnElement[bool]:
-    """True when the JSON array ``column`` holds the string ``value``."""
-    if dialect == "postgresql":
-        # Containment, not an unnest: the same answer, and an index on the column could serve it.
-        held: sa.ColumnElement[bool] = column.op("@>", return_type=sa.Boolean())(
-            sa.func.jsonb_build_array(sa.cast(value, sa.Text()))
-        )
-        return held
-    each = sa.func.json_each(column).table_valued("value").alias("contains_each")
-    return sa.exists(sa.select(sa.literal(1)).select_from(each).where(each.c.value == value))
+__all__ = ["lesson_usage"]
 
 
 def lesson_usage(conditions: Sequence[sa.ColumnElement[bool]]) -> sa.Select[Any]:

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 
+from contextstore.backends.sql.dialects import dialect_of
+
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
     """A timezone-aware instant that always comes back as an aware UTC ``datetime``.
@@ -26,7 +28,7 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value!r}: a timezone-aware value is required")
         value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        return dialect_of(dialect).bound_instant(value)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:

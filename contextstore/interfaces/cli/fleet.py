@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import sqlalchemy as sa
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from contextstore.backends.sql.database import normalise_url
+from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.metrics.report import MetricsFilter
 from contextstore.config import ContextEngineConfig
 from contextstore.errors import ConfigurationError
@@ -139,10 +140,10 @@ def fleet(
 
 def _fallback_note(config: ContextEngineConfig, database_url: str) -> str | None:
     """One line saying which shared state is not configured and what stands in for it."""
-    url = sa.make_url(database_url)
-    sqlite = url.get_backend_name() == "sqlite"
+    url = normalise_url(database_url)
+    shared_file = dialect_of(url.get_backend_name()).is_file
     where = f"the SQLite file {url.database} (WAL)"
-    if sqlite and config.redis_url is None:
+    if shared_file and config.redis_url is None:
         return (
             f"no PostgreSQL or Redis configured: the workers share {where}, and each keeps "
             "its own process-memory cache and adaptive windows"
@@ -152,7 +153,7 @@ def _fallback_note(config: ContextEngineConfig, database_url: str) -> str | None
             "no Redis configured: each worker keeps its own process-memory cache and "
             "adaptive windows"
         )
-    if sqlite:
+    if shared_file:
         return f"no PostgreSQL configured: the workers share {where}"
     return None
 

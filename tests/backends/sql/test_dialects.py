@@ -3,8 +3,9 @@ error tables read through an error's causes."""
 
 from __future__ import annotations
 
-import re
+import ast
 import sqlite3
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -19,37 +20,100 @@ from contextstore.backends.sql.errors import is_conflict, is_lock, is_undecodabl
 from contextstore.errors import BackendUnavailableError, ConfigurationError
 from tests import REPO_ROOT
 
-SQL = REPO_ROOT / "contextstore" / "backends" / "sql"
-# The modules laid out by concern and the shared ones: none compares dialect names.
-BY_CONCERN = [
-    *sorted((SQL / "lessons").glob("*.py")),
-    *sorted((SQL / "metrics").glob("*.py")),
-    *(
-        SQL / name
-        for name in (
-            "aio.py",
-            "async_direct.py",
-            "bridge.py",
-            "database.py",
-            "errors.py",
-            "graph_items.py",
-            "proposals.py",
-            "transactions.py",
-            "unreadable.py",
-        )
-    ),
-]
-COMPARISON = re.compile(r"""(==|!=|\bin)\s*\(?\s*["'](sqlite|postgresql)["']""")
+PACKAGE = REPO_ROOT / "contextstore"
+DIALECTS_DIR = PACKAGE / "backends" / "sql" / "dialects"
+NAMES = frozenset({"sqlite", "postgresql", "postgres"})
 
 
-@pytest.mark.parametrize("path", BY_CONCERN, ids=lambda path: path.name)
-def test_no_module_by_concern_compares_dialect_names(path) -> None:
-    found = [
-        line.strip()
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if COMPARISON.search(line)
+def _strings(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return {text for element in node.elts for text in _strings(element)}
+    return set()
+
+
+def _names_a_dialect(node: ast.AST) -> bool:
+    """``<…>.dialect.name``, ``dialect.name``, ``dialect_of(…).name``: a dialect's name."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "name"
+        and "dialect" in ast.unparse(node.value).lower()
+    )
+
+
+def _compares_a_name(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Compare):
+        return False
+    operands = [node.left, *node.comparators]
+    return any(_strings(operand) & NAMES or _names_a_dialect(operand) for operand in operands)
+
+
+def _reads_sqlalchemy_name(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "name"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "dialect"
+    )
+
+
+def _tests_a_dialect_class(node: ast.AST) -> bool:
+    if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "isinstance"):
+        return False
+    classes = ast.unparse(node.args[-1])
+    return "SQLiteDialect" in classes or "PostgreSQLDialect" in classes
+
+
+def dialect_name_branches(source: str) -> list[str]:
+    """The expressions of ``source`` that compare a dialect's name, read SQLAlchemy's
+    dialect name (``<…>.dialect.name``) or test for a ``Dialect`` class."""
+    checks = (_compares_a_name, _reads_sqlalchemy_name, _tests_a_dialect_class)
+    return [
+        ast.unparse(node)
+        for node in ast.walk(ast.parse(source))
+        if any(check(node) for check in checks)
     ]
-    assert found == []
+
+
+def _checked(path: Path) -> bool:
+    return not path.is_relative_to(DIALECTS_DIR)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [path for path in sorted(PACKAGE.rglob("*.py")) if _checked(path)],
+    ids=lambda path: str(path.relative_to(PACKAGE)),
+)
+def test_no_module_outside_the_dialects_branches_on_a_dialect_name(path: Path) -> None:
+    # What differs between the databases is a method or attribute of ``Dialect``
+    # (docs/decisions/0082): a module asks ``dialect_of(...)``, it never compares names.
+    assert dialect_name_branches(path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'if engine.dialect.name == "postgresql": pass',
+        'reset = dialect != "sqlite"',
+        'aliases = name in ("postgres", "postgresql")',
+        "same = dialect_of(engine).name == other",
+        "key = connection.dialect.name",
+        "pg = isinstance(dialect, PostgreSQLDialect)",
+    ],
+)
+def test_the_scan_finds_a_branch_on_a_dialect_name(source: str) -> None:
+    assert dialect_name_branches(source) != []
+
+
+def test_the_scan_leaves_asking_the_dialect_alone() -> None:
+    source = (
+        "dialect = dialect_of(engine)\n"
+        "dialect.name_actor(session, actor)\n"
+        "statement = STATEMENTS[dialect.name]\n"
+        'variant = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")\n'
+    )
+    assert dialect_name_branches(source) == []
 
 
 def test_the_dialect_is_chosen_by_name_once() -> None:

@@ -43,7 +43,11 @@ def corpora(draw: st.DrawFn) -> Corpus:
     documents = []
     for number in range(draw(st.integers(1, 40))):
         words = rng.choice(WORDS, size=int(rng.integers(1, 45)), p=WEIGHTS / WEIGHTS.sum())
-        documents.append((" ".join(words), f"s{number:03d}", {"group": number % 3}))
+        text = " ".join(words)
+        if documents and rng.random() < 0.3:
+            # The same text under another source: equal scores, ordered by source.
+            text = documents[int(rng.integers(len(documents)))][0]
+        documents.append((text, f"s{number:03d}", {"group": number % 3}))
     return documents
 
 

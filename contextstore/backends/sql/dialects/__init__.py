@@ -18,8 +18,11 @@ DIALECTS: Final[dict[str, Dialect]] = {
 }
 
 
-def dialect_of(bind: sa.Engine | sa.Connection | sa.Dialect | str) -> Dialect:
-    """The ``Dialect`` of an engine, a connection, SQLAlchemy's dialect or its name."""
+def dialect_of(bind: Dialect | sa.Engine | sa.Connection | sa.Dialect | str) -> Dialect:
+    """The ``Dialect`` of an engine, a connection, SQLAlchemy's dialect or its name (a
+    ``Dialect`` is its own); ``ConfigurationError`` for a database not supported."""
+    if isinstance(bind, Dialect):
+        return bind
     if isinstance(bind, str):
         name = bind
     elif isinstance(bind, sa.Dialect):

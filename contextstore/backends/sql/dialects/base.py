@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
@@ -51,6 +52,16 @@ class Dialect(ABC):
     chunks_imports: ClassVar[bool]
     """Whether a large lesson import writes in short transactions with pauses between them
     (one writer at a time holds the whole database: other writers must get their turns)."""
+    direct_autocommit: ClassVar[bool]
+    """Whether a statement sent on a pooled driver connection (``direct.DirectStatement``)
+    switches it to autocommit first (the pool's reset switches it back); ``False``: the
+    driver never begins a transaction of its own there."""
+    is_file: ClassVar[bool]
+    """Whether the database is a file each process opens itself (its path in the URL), not
+    a server: processes share it through that path."""
+    grants_roles: ClassVar[bool]
+    """Whether the database has login roles a service can be granted less than the owner
+    (``roles.grant_service_role``); ``False``: whoever can write the file owns it."""
 
     # -- connections and transactions ---------------------------------------------------
 
@@ -120,6 +131,19 @@ class Dialect(ABC):
     def unindexed(self, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
         """``column`` as a term the planner may not answer from an index (where the
         planner has such a term), so it keeps to another index it would otherwise leave."""
+
+    @abstractmethod
+    def json_array_holds(self, column: Any, value: str) -> sa.ColumnElement[bool]:
+        """True when the JSON array ``column`` holds the string ``value``."""
+
+    @abstractmethod
+    def typed_null(self, sql_type: str) -> str:
+        """SQL text of a NULL of ``sql_type``, where a column of a UNION is typed from
+        both halves and a bare NULL would not match the other half's type."""
+
+    @abstractmethod
+    def bound_instant(self, value: datetime) -> datetime:
+        """An aware UTC instant as the driver is handed it (``types.UTCDateTime``)."""
 
     @abstractmethod
     def insert(self) -> Callable[[sa.Table], Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -57,6 +58,9 @@ class PostgreSQLDialect(Dialect):
     driver_extra = ("PostgreSQL", "the psycopg driver", "postgres")
     serves_driver_pool = True
     chunks_imports = False
+    direct_autocommit = True
+    is_file = False
+    grants_roles = True
 
     def check_url(self, url: sa.URL) -> None:
         return None
@@ -114,6 +118,20 @@ class PostgreSQLDialect(Dialect):
 
     def unindexed(self, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
         return column  # the planner weighs its indexes by statistics, not by the term
+
+    def json_array_holds(self, column: Any, value: str) -> sa.ColumnElement[bool]:
+        # jsonb containment, not an unnest: the same answer, and an index on the column
+        # could serve it.
+        held: sa.ColumnElement[bool] = column.op("@>", return_type=sa.Boolean())(
+            sa.func.jsonb_build_array(sa.cast(value, sa.Text()))
+        )
+        return held
+
+    def typed_null(self, sql_type: str) -> str:
+        return f"CAST(NULL AS {sql_type})"
+
+    def bound_instant(self, value: datetime) -> datetime:
+        return value  # timestamp with time zone
 
     def insert(self) -> Callable[[sa.Table], Any]:
         return postgresql.insert

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Final
 
 import sqlalchemy as sa
@@ -17,9 +18,12 @@ from contextstore.backends.sql.dialects.sqlite_engine import (
     configure_sqlite,
     decode_leniently,
 )
-from contextstore.backends.sql.models import SQLITE_ACTOR_TABLE
 
-__all__ = ["SQLiteDialect"]
+__all__ = ["SQLITE_ACTOR_TABLE", "SQLiteDialect"]
+
+# Where a writer names its actor for the audit triggers, inside its own write transaction
+# (migration 0003 explains why). Not a model: it is no part of the data.
+SQLITE_ACTOR_TABLE: Final = "lesson_audit_actor"
 
 # The candidate lookup (see ``lessons.queries``): a JSON array of keys unpacked by json_each,
 # joined to the lessons in that order; SQLite never reorders a CROSS JOIN.
@@ -48,6 +52,9 @@ class SQLiteDialect(Dialect):
     driver_extra = None
     serves_driver_pool = False
     chunks_imports = True
+    direct_autocommit = False
+    is_file = True
+    grants_roles = False
 
     def check_url(self, url: sa.URL) -> None:
         check_sqlite_path(url)
@@ -107,6 +114,18 @@ class SQLiteDialect(Dialect):
     def unindexed(self, column: sa.Column[Any]) -> sa.ColumnElement[Any]:
         # ``+column``: SQLite's documented way to disqualify a term from an index.
         return sa.type_coerce(sa.literal_column(f"+{column.table.name}.{column.name}"), column.type)
+
+    def json_array_holds(self, column: Any, value: str) -> sa.ColumnElement[bool]:
+        # JSON text, unnested.
+        each = sa.func.json_each(column).table_valued("value").alias("contains_each")
+        return sa.exists(sa.select(sa.literal(1)).select_from(each).where(each.c.value == value))
+
+    def typed_null(self, sql_type: str) -> str:
+        return "NULL"  # a column's values keep their own types
+
+    def bound_instant(self, value: datetime) -> datetime:
+        # No time zone type: stored as naive UTC text, UTC attached again when read.
+        return value.replace(tzinfo=None)
 
     def insert(self) -> Callable[[sa.Table], Any]:
         return sqlite.insert

@@ -6,14 +6,16 @@ common words matches most of a namespace, so that costs time in proportion to th
 and is exact only while the matches fit the limit. Here the process keeps, per namespace, the
 postings the BM25 ranking reads (a term–chunk matrix of saturations, the chunks' sources,
 positions and document metadata, no text), built from one consistent read of the database,
-and ranks a query in memory exactly as ``InMemoryRetriever`` does (``core.topk.full_scores``,
-``core.ranking.top_order``). One statement then reads the texts of the ``top_k`` chunks by
-primary key together with the namespace's generation: if the generation is the one the index
-was built at, the index describes exactly the snapshot those texts come from, so the answer is
-exact; if it moved (any write bumps it), the index is dropped and the search is answered by
-the SQL ranking while a new index is built in the background (``knowledge.builds``, one build
-at a time), swapped in once built if the generation has not moved again. See decisions 0089
-(the index) and 0098 (its builds off the caller's thread) for the measurements behind this.
+and ranks a query in memory exactly as ``InMemoryRetriever`` does (the floats of
+``core.topk.full_scores``, the order of ``core.ranking.top_order``), in time proportional to
+the postings of the query's terms rather than to the namespace (``knowledge.topk``, decision
+0096). One statement then reads the texts of the ``top_k`` chunks by primary key together
+with the namespace's generation: if the generation is the one the index was built at, the
+index describes exactly the snapshot those texts come from, so the answer is exact; if it
+moved (any write bumps it), the index is dropped and the search is answered by the SQL
+ranking while a new index is built in the background (``knowledge.builds``, one build at a
+time), swapped in once built if the generation has not moved again. See decisions 0089 (the
+index) and 0098 (its builds off the caller's thread) for the measurements behind this.
 
 Metadata filters keep the knowledge base's JSON semantics (``filter_conditions``): a number
 matches by value, a bool only a bool, a string only a string, ``None`` only a present null.
@@ -30,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import numpy as np
 import sqlalchemy as sa
@@ -45,11 +47,11 @@ from contextstore.backends.sql.knowledge.settings import settings_version_column
 from contextstore.backends.sql.knowledge.strategies import strategy_of
 from contextstore.backends.sql.knowledge.strategy import KnowledgeStrategy
 from contextstore.backends.sql.knowledge.tables import CHUNKS, DOCUMENTS, STATS
+from contextstore.backends.sql.knowledge.topk import Masks, top_candidates
 from contextstore.backends.sql.unreadable import UnreadableRowError, check_json, check_text
 from contextstore.core.compose import Chunk
 from contextstore.core.knowledge import FilterValue
 from contextstore.core.ranking import RankingParameters, average_length, idf, saturation, top_order
-from contextstore.core.topk import TermPostings, full_scores
 
 __all__ = ["MAX_LOCAL_CHUNKS", "LocalIndex", "Snapshot", "snapshot_from_rows"]
 
@@ -95,8 +97,11 @@ class Snapshot:
     saturations: NDArray[np.float64]
     # Rows never returned: their document's metadata or their text cannot be read.
     hidden: NDArray[np.bool_]
+    any_hidden: bool = False
     filters: OrderedDict[tuple[Any, ...], NDArray[np.bool_]] = field(default_factory=OrderedDict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Zeroed score arrays for ``knowledge.topk``; list.pop and list.append are atomic.
+    _scratches: list[NDArray[np.float64]] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -107,20 +112,19 @@ class Snapshot:
         arrays = (self.chunk_ids, self.documents, self.positions, self.ptr, self.docs)
         return sum(a.nbytes for a in arrays) + self.saturations.nbytes + self.hidden.nbytes
 
-    def postings(
+    def impacts(
         self, terms: Sequence[str], weights: Mapping[str, int] | None = None
-    ) -> list[TermPostings]:
-        """The query's terms found here, in query order, as ``Index.postings`` makes them."""
+    ) -> list[tuple[NDArray[np.int32], NDArray[np.float64]]]:
+        """Each query term found here, in query order: its rows and their BM25 impacts."""
         found = []
+        vocabulary, ptr, count = self.vocabulary, self.ptr, self.count
         for term in terms:
-            row = self.vocabulary.get(term)
+            row = vocabulary.get(term)
             if row is None:
                 continue
-            start, end = int(self.ptr[row]), int(self.ptr[row + 1])
-            weight = (1 if weights is None else weights.get(term, 1)) * idf(self.count, end - start)
-            impacts = weight * self.saturations[start:end]
-            docs = cast(NDArray[np.int64], self.docs[start:end])
-            found.append(TermPostings(docs=docs, impacts=impacts, bound=0.0))
+            start, end = int(ptr[row]), int(ptr[row + 1])
+            weight = (1 if weights is None else weights.get(term, 1)) * idf(count, end - start)
+            found.append((self.docs[start:end], weight * self.saturations[start:end]))
         return found
 
     def rank(
@@ -130,20 +134,38 @@ class Snapshot:
         filters: Filters,
         weights: Mapping[str, int] | None = None,
     ) -> Ranked:
-        """The best ``top_k`` rows for ``terms``: ``InMemoryRetriever``'s lexical ranking."""
+        """The best ``top_k`` rows for ``terms``: ``InMemoryRetriever``'s lexical ranking,
+        in time proportional to the terms' postings (``knowledge.topk``)."""
         if top_k <= 0 or not terms or self.count == 0:
             return Ranked((), ())
-        scores = full_scores(self.postings(terms, weights), self.count)
-        allowed = self._allowed(filters)
-        if allowed is not None:
-            scores[~allowed] = 0.0
+        postings = self.impacts(terms, weights)
+        scratch = self._scratch()
+        rows, scores = top_candidates(postings, scratch, top_k, self._masks(filters))
+        # top_candidates leaves the scratch zeroed; one it raised from is dropped, not reused.
+        self._scratches.append(scratch)
         sources, documents, positions = self.sources, self.documents, self.positions
-        order = top_order(scores, lambda r: (sources[documents[r]], int(positions[r])), top_k)
-        return Ranked(tuple(order), tuple(float(scores[r]) for r in order))
+        order = top_order(
+            scores, lambda i: (sources[documents[rows[i]]], int(positions[rows[i]])), top_k
+        )
+        return Ranked(tuple(int(rows[i]) for i in order), tuple(float(scores[i]) for i in order))
 
-    def _allowed(self, filters: Filters) -> NDArray[np.bool_] | None:
+    def hide(self, row: int) -> None:
+        """Never return ``row`` again (its text cannot be read)."""
+        self.hidden[row] = True
+        self.any_hidden = True
+
+    def _scratch(self) -> NDArray[np.float64]:
+        # One zeroed score per row for each search running at once, reused: allocating and
+        # zeroing a fresh one would cost time in proportion to the namespace.
+        try:
+            return self._scratches.pop()
+        except IndexError:
+            return np.zeros(self.count, dtype=np.float64)
+
+    def _masks(self, filters: Filters) -> Masks:
+        hidden = self.hidden if self.any_hidden else None
         if not filters:
-            return None if not self.hidden.any() else ~self.hidden
+            return None, hidden
         key = tuple((k, tuple((_kind(v), v) for v in options)) for k, options in filters.items())
         with self.lock:
             mask = self.filters.get(key)
@@ -160,7 +182,7 @@ class Snapshot:
                 self.filters[key] = mask
                 while len(self.filters) > MAX_CACHED_FILTERS:
                     self.filters.popitem(last=False)
-        return mask & ~self.hidden
+        return mask, hidden
 
 
 def _kind(value: FilterValue) -> str:
@@ -245,6 +267,7 @@ def snapshot_from_rows(
         docs=docs,
         saturations=saturation(tf, lengths[docs], avgdl, parameters.k1, parameters.b),
         hidden=hidden,
+        any_hidden=bool(hidden.any()),
     )
 
 
@@ -479,7 +502,7 @@ class LocalIndex:
             try:
                 text = check_text("text", texts[int(snapshot.chunk_ids[r])])
             except (UnreadableRowError, KeyError):
-                snapshot.hidden[r] = True
+                snapshot.hide(r)
                 unreadable = True
                 continue
             document = snapshot.documents[r]

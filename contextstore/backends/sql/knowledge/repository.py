@@ -47,6 +47,8 @@ from contextstore.backends.sql.knowledge.settings import (
     check_embedder,
     read_settings,
 )
+from contextstore.backends.sql.knowledge.strategies import strategy_of
+from contextstore.backends.sql.knowledge.strategy import KnowledgeStrategy
 from contextstore.backends.sql.knowledge.tables import CHUNKS, DOCUMENTS
 from contextstore.backends.sql.repository import ImportSummary
 from contextstore.backends.sql.transactions import retry_locks
@@ -75,6 +77,7 @@ BATCH_SIZE: Final = 500
 
 T = TypeVar("T")
 Progress = Callable[[int], None]
+Rows = list[dict[str, Any]]
 
 
 def _utc_now() -> datetime:
@@ -289,6 +292,11 @@ class KnowledgeBase(KnowledgeSearch, DocumentReads):
         known = self._known(connection, [d.source for d in documents])
         added = updated = unchanged = 0
         now = self._clock()
+        strategy = strategy_of(connection)
+        # Chunk rows made, not yet inserted, and the documents they wait with: inserted
+        # batch by batch, or ``chunks_per_statement`` at a time (PostgreSQL, decision 0097).
+        pending: Rows = []
+        waiting = 0
         for start in range(0, len(documents), BATCH_SIZE):
             batch = documents[start : start + BATCH_SIZE]
             fresh = [d for d in batch if d.source not in known]
@@ -298,18 +306,23 @@ class KnowledgeBase(KnowledgeSearch, DocumentReads):
             unchanged += len(batch) - len(fresh) - len(changed)
             ids: dict[str, int] = {}
             if fresh:
-                ids.update(self._insert_documents(connection, fresh, now))
+                ids.update(self._insert_documents(connection, strategy, fresh, now))
             if changed:
                 ids.update(self._update_documents(connection, changed, known, now))
-            self._insert_chunks(
-                connection,
-                [(ids[d.source], prepared[d.source]) for d in batch if d.source in ids],
-                active,
+            pending += self._chunk_rows(
+                [(ids[d.source], prepared[d.source]) for d in batch if d.source in ids], active
             )
             added += len(fresh)
             updated += len(changed)
-            if progress is not None:
-                progress(len(batch))
+            waiting += len(batch)
+            last = start + BATCH_SIZE >= len(documents)
+            if len(pending) >= strategy.chunks_per_statement or last:
+                if pending:
+                    strategy.insert_rows(connection, CHUNKS, pending, (CHUNKS.c.id,))
+                pending = []
+                if progress is not None:
+                    progress(waiting)
+                waiting = 0
         return ImportSummary(added=added, updated=updated, unchanged=unchanged)
 
     def _lock(self, connection: sa.Connection) -> None:
@@ -330,13 +343,16 @@ class KnowledgeBase(KnowledgeSearch, DocumentReads):
         return known
 
     def _insert_documents(
-        self, connection: sa.Connection, documents: Sequence[DocumentInput], now: datetime
+        self,
+        connection: sa.Connection,
+        strategy: KnowledgeStrategy,
+        documents: Sequence[DocumentInput],
+        now: datetime,
     ) -> dict[str, int]:
-        statement = sa.insert(DOCUMENTS).returning(
-            DOCUMENTS.c.id, DOCUMENTS.c.source, sort_by_parameter_order=True
-        )
-        rows = connection.execute(
-            statement,
+        # Each row returns its own source: the order of the rows returned does not matter.
+        rows = strategy.insert_rows(
+            connection,
+            DOCUMENTS,
             [
                 {
                     "namespace": self.namespace,
@@ -348,6 +364,7 @@ class KnowledgeBase(KnowledgeSearch, DocumentReads):
                 }
                 for d in documents
             ],
+            (DOCUMENTS.c.id, DOCUMENTS.c.source),
         )
         return {source: int(i) for i, source in rows}
 
@@ -380,39 +397,33 @@ class KnowledgeBase(KnowledgeSearch, DocumentReads):
         )
         return ids
 
-    def _insert_chunks(
-        self,
-        connection: sa.Connection,
-        documents: Sequence[tuple[int, Sequence[Passage]]],
-        active: Active,
-    ) -> None:
+    def _chunk_rows(
+        self, documents: Sequence[tuple[int, Sequence[Passage]]], active: Active
+    ) -> Rows:
+        """The ``chunks`` rows of ``documents`` (id and passages), embedded. Inserted by
+        ``KnowledgeStrategy.insert_rows`` in multi-row statements, so PostgreSQL's
+        statement-level statistics triggers run once per statement, not once per row
+        (decisions 0090, 0097)."""
         passages = [(document_id, p) for document_id, group in documents for p in group]
         if not passages:
-            return
+            return []
         vectors: Sequence[Any] = [None] * len(passages)
         if active.embed_fn is not None:
             vectors = embed_passages(active.embed_fn, [p.text for _, p in passages])
             check_dimension(vectors, active, self.namespace)
-        # RETURNING makes SQLAlchemy send the rows as multi-row INSERTs ("insertmanyvalues"),
-        # so PostgreSQL's statement-level statistics triggers run once per page of rows, not
-        # once per row: per-row statements updated the namespace's statistics row once per
-        # chunk, piling up row versions one transaction must walk (decision 0090).
-        connection.execute(
-            sa.insert(CHUNKS).returning(CHUNKS.c.id),
-            [
-                {
-                    "document_id": document_id,
-                    "namespace": self.namespace,
-                    "position": passage.position,
-                    "text": passage.text,
-                    "terms": passage.terms,
-                    "term_counts": dict(passage.counts),
-                    "length": passage.length,
-                    **_embedding_columns(vector, active.embedder),
-                }
-                for (document_id, passage), vector in zip(passages, vectors, strict=True)
-            ],
-        )
+        return [
+            {
+                "document_id": document_id,
+                "namespace": self.namespace,
+                "position": passage.position,
+                "text": passage.text,
+                "terms": passage.terms,
+                "term_counts": dict(passage.counts),
+                "length": passage.length,
+                **_embedding_columns(vector, active.embedder),
+            }
+            for (document_id, passage), vector in zip(passages, vectors, strict=True)
+        ]
 
     # -- transactions ---------------------------------------------------------------------
 

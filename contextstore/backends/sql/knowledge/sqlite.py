@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -119,6 +119,18 @@ class SQLiteKnowledge(KnowledgeStrategy):
 
     def tune_index_search(self, connection: sa.Connection, ef_search: int) -> None:
         return None
+
+    def insert_rows(
+        self,
+        connection: sa.Connection,
+        table: sa.Table,
+        rows: Sequence[Mapping[str, Any]],
+        returning: tuple[sa.Column[Any], ...],
+    ) -> list[Any]:
+        # RETURNING makes SQLAlchemy send multi-row INSERTs ("insertmanyvalues"); asking
+        # for the returned rows in parameter order (``sort_by_parameter_order``) would make
+        # it send one statement per row, which SQLite cannot order otherwise (decision 0097).
+        return list(connection.execute(sa.insert(table).returning(*returning), list(rows)))
 
     def update_chunks(
         self, connection: sa.Connection, names: tuple[str, ...], group: ChunkUpdates

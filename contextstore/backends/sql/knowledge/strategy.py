@@ -11,7 +11,7 @@ search and its bulk rewrites.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 import numpy as np
@@ -36,6 +36,11 @@ class KnowledgeStrategy(ABC):
 
     missing_vectors: ClassVar[str]
     """What would make vector searches run inside the database, for ``describe``."""
+
+    chunks_per_statement: ClassVar[int] = 0
+    """The fewest chunk rows one INSERT of an import carries (the rows of whole batches, so
+    up to a batch more): 0, one statement per batch, unless the database's triggers ask
+    for fewer statements (decision 0097)."""
 
     # -- fetching ------------------------------------------------------------------------
 
@@ -118,6 +123,19 @@ class KnowledgeStrategy(ABC):
     @abstractmethod
     def tune_index_search(self, connection: sa.Connection, ef_search: int) -> None:
         """Settings an ``index_distance`` search runs with, local to the transaction."""
+
+    # -- writing -------------------------------------------------------------------------
+
+    @abstractmethod
+    def insert_rows(
+        self,
+        connection: sa.Connection,
+        table: sa.Table,
+        rows: Sequence[Mapping[str, Any]],
+        returning: tuple[sa.Column[Any], ...],
+    ) -> list[Any]:
+        """Insert ``rows`` (the same keys each) in the order given, in as few statements as
+        the database takes, each row's id given in that order; the ``returning`` rows."""
 
     # -- reindexing ----------------------------------------------------------------------
 

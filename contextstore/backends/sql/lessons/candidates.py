@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
-from contextstore.backends.sql.dialects import DIALECTS, dialect_of
+from contextstore.backends.sql.dialects import DIALECTS, Dialect, dialect_of
 from contextstore.backends.sql.lessons.queries import skipped
 from contextstore.backends.sql.unreadable import UnreadableRowError, check_text, read_timestamp
 from contextstore.core.lessons import format_timestamp
@@ -60,19 +60,20 @@ _STATEMENTS: Final = {
 }
 
 
-def candidate_sql(dialect: str, extra: str = "") -> str:
-    """The candidate lookup's SQL text; ``extra`` (``", <expression>"``) adds a column."""
+def candidate_sql(dialect: Dialect | str, extra: str = "") -> str:
+    """The candidate lookup's SQL text; ``extra`` (``", <expression>"``) adds a column.
+    ``dialect`` here and below: the database's (``dialect_of``), or its name."""
     return dialect_of(dialect).candidate_sql(extra)
 
 
-def keys_parameter(dialect: str, keys: Sequence[str]) -> list[str] | str:
+def keys_parameter(dialect: Dialect | str, keys: Sequence[str]) -> list[str] | str:
     """The ``:keys`` value of ``candidate_sql``: a text[] on PostgreSQL, JSON on SQLite."""
     return dialect_of(dialect).keys_parameter(keys)
 
 
-def candidates_statement(dialect: str, include_inactive: bool = False) -> sa.TextClause:
+def candidates_statement(dialect: Dialect | str, include_inactive: bool = False) -> sa.TextClause:
     """The compiled-once candidate lookup of ``dialect`` (of every status: ``include_inactive``)."""
-    return _STATEMENTS[dialect, include_inactive]
+    return _STATEMENTS[dialect_of(dialect).name, include_inactive]
 
 
 def select_candidates(
@@ -80,9 +81,9 @@ def select_candidates(
 ) -> Sequence[sa.Row[Any]]:
     """Rows (entity_id, severity, created_at, injection_form, scope_key, summary), one per
     matched key; with ``include_inactive``, lessons of any status and their status last."""
-    dialect = connection.dialect.name
+    dialect = dialect_of(connection)
     statement = candidates_statement(dialect, include_inactive)
-    return connection.execute(statement, {"keys": keys_parameter(dialect, keys)}).all()
+    return connection.execute(statement, {"keys": dialect.keys_parameter(keys)}).all()
 
 
 def candidate_lessons(rows: Iterable[Sequence[Any]]) -> Lessons:

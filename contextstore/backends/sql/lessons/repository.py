@@ -301,7 +301,7 @@ class LessonRepository:
     def _candidates_statement(self, include_inactive: bool) -> DirectStatement:
         statement = self._direct.get(include_inactive)
         if statement is None:
-            text = candidates_statement(self._dialect.name, include_inactive)
+            text = candidates_statement(self._dialect, include_inactive)
             statement = DirectStatement(self._engine, text)
             self._direct[include_inactive] = statement
         return statement

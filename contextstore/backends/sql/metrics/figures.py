@@ -13,7 +13,7 @@ from typing import Any, Final, cast
 import sqlalchemy as sa
 from sqlalchemy.orm import InstrumentedAttribute
 
-from contextstore.backends.sql.dialects import dialect_of
+from contextstore.backends.sql.dialects import Dialect, dialect_of
 from contextstore.backends.sql.metrics.report import (
     PERCENTILES,
     MetricsFigures,
@@ -22,7 +22,6 @@ from contextstore.backends.sql.metrics.report import (
 )
 from contextstore.backends.sql.metrics.validation import aware, checked_text
 from contextstore.backends.sql.models import QueryMetricLessonRow, QueryMetricRow
-from contextstore.backends.sql.trace_queries import contains
 from contextstore.errors import ContextStoreError, ValidationError
 
 __all__ = [
@@ -61,10 +60,14 @@ columns under the same names, so the same conditions and aggregates apply to eit
 
 
 def filter_conditions(
-    filters: MetricsFilter, dialect: str, *, walking: bool = False, rows: sa.Table = QUERY_METRICS
+    filters: MetricsFilter,
+    dialect: Dialect | str,
+    *,
+    walking: bool = False,
+    rows: sa.Table = QUERY_METRICS,
 ) -> list[sa.ColumnElement[bool]]:
     """WHERE clauses for ``filters`` over ``rows``, validating them (``ValidationError``
-    naming the field).
+    naming the field). ``dialect``: the database's (``dialect_of``), or its name.
 
     ``walking``: the time bounds are written as a term the planner may not answer from an
     index (``Dialect.unindexed``: ``+recorded_at`` on SQLite), so a percentile walk steps
@@ -72,9 +75,10 @@ def filter_conditions(
     rows match.
     """
     conditions: list[sa.ColumnElement[bool]] = []
+    database = dialect_of(dialect)
     instant: Any = rows.c.recorded_at
     if walking:
-        instant = dialect_of(dialect).unindexed(rows.c.recorded_at)
+        instant = database.unindexed(rows.c.recorded_at)
     start = None if filters.since is None else aware("since", filters.since)
     end = None if filters.until is None else aware("until", filters.until)
     if start is not None and end is not None and start > end:
@@ -101,7 +105,9 @@ def filter_conditions(
     if filters.lesson is not None:
         lesson = checked_text("lesson", filters.lesson, limit=None, required=True)
         if rows is QUERY_METRICS:
-            conditions.append(contains(dialect, QUERY_METRICS.c.lessons_included_ids, lesson))
+            conditions.append(
+                database.json_array_holds(QUERY_METRICS.c.lessons_included_ids, lesson)
+            )
         else:
             # The run's own lesson rows: one of them is this lesson, included.
             named = RUN_LESSONS.alias("named")

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
-from contextstore.backends.sql.dialects import dialect_of
+from contextstore.backends.sql.dialects import Dialect, dialect_of
 from contextstore.backends.sql.metrics.figures import (
     QUERY_METRICS,
     RUN_LESSONS,
@@ -63,7 +63,7 @@ STRATEGIES: Final[dict[str, MetricsStrategy]] = {
 }
 
 
-def strategy_of(bind: sa.Connection | sa.Engine | str) -> MetricsStrategy:
+def strategy_of(bind: Dialect | sa.Connection | sa.Engine | str) -> MetricsStrategy:
     """The metrics strategy of ``bind``'s dialect (``dialect_of``)."""
     return STRATEGIES[dialect_of(bind).name]
 
@@ -99,7 +99,7 @@ def grouping_figures(
     time bounds are always written ``+recorded_at`` (``filter_conditions(walking=True)``),
     keeping the planner on that index rather than sorting the range once per percentile.
     """
-    dialect = connection.dialect.name
+    dialect = dialect_of(connection)
     rows = chosen.rows
     selected = filter_conditions(filters, dialect, rows=rows)
     conditions = [*selected, *chosen.where]
@@ -249,7 +249,7 @@ def walks_pay(connection: sa.Connection, rows: sa.Table = QUERY_METRICS) -> bool
     return strategy_of(connection).walks_pay(connection, rows)
 
 
-def bucket_index(dialect: str, bucket_seconds: int) -> sa.ColumnElement[int]:
+def bucket_index(dialect: Dialect | str, bucket_seconds: int) -> sa.ColumnElement[int]:
     """``floor(epoch_seconds(recorded_at) / bucket_seconds)`` as an integer, per dialect."""
     return strategy_of(dialect).bucket_index(bucket_seconds)
 

@@ -23,6 +23,7 @@ from typing import Any, Final, TypeVar, Unpack, cast
 import sqlalchemy as sa
 
 from contextstore.backends.sql.database import tolerating_bytes
+from contextstore.backends.sql.dialects import dialect_of
 from contextstore.backends.sql.direct import DirectStatement
 from contextstore.backends.sql.errors import translate_metrics_error
 from contextstore.backends.sql.metrics.figures import time_ends
@@ -338,7 +339,7 @@ class MetricsRepository:
             None, {"since": since, "until": until, "namespace": namespace}, all_namespaces
         )
         conditions = self._conditions(filters)
-        named = filter_conditions(filters, self._engine.dialect.name, rows=RUN_LESSONS)
+        named = filter_conditions(filters, dialect_of(self._engine), rows=RUN_LESSONS)
         count = sa.select(sa.func.count()).select_from(QueryMetricRow).where(*conditions)
 
         def read(connection: sa.Connection) -> LessonStats:
@@ -446,7 +447,7 @@ class MetricsRepository:
         return resolve(replace(filters, namespace=namespace), self._clock())
 
     def _conditions(self, filters: MetricsFilter) -> list[sa.ColumnElement[bool]]:
-        return filter_conditions(filters, self._engine.dialect.name)
+        return filter_conditions(filters, dialect_of(self._engine))
 
     def rows_insert(self, keys: tuple[str, ...], count: int) -> DirectStatement:
         """The INSERT of ``count`` rows of these columns, sent on the driver connection (a

@@ -60,7 +60,7 @@ class SQLiteMetrics(MetricsStrategy):
     ) -> list[sa.ColumnElement[bool]]:
         bounded = filters.since is not None or filters.until is not None
         if bounded and _wide_range(connection, filters):
-            return filter_conditions(filters, "sqlite", walking=True, rows=rows)
+            return filter_conditions(filters, SQLITE, walking=True, rows=rows)
         return list(conditions)
 
     def unwalked_figures(
@@ -117,7 +117,7 @@ def _wide_range(connection: sa.Connection, filters: MetricsFilter) -> bool:
     """SQLite, a time-bounded range: whether it holds at least ``WIDE_SHARE`` of the rows
     without its bounds, so a walk along a latency index steps over few rows it does not keep
     (see ``walk_conditions``)."""
-    unbounded = filter_conditions(replace(filters, since=None, until=None), "sqlite")
+    unbounded = filter_conditions(replace(filters, since=None, until=None), SQLITE)
     first, last = connection.execute(time_ends(unbounded)).one()
     if first is None or last is None:
         return False
@@ -149,7 +149,7 @@ def ranged_series(
     end = epoch_seconds(last) // bucket_seconds
     if end - start + 1 > JOINED_BUCKETS:
         return None
-    unbounded = filter_conditions(replace(filters, since=None, until=None), "sqlite")
+    unbounded = filter_conditions(replace(filters, since=None, until=None), SQLITE)
     row = QueryMetricRow.recorded_at
     size = timedelta(seconds=bucket_seconds)
 
@@ -248,7 +248,7 @@ def _day_walks(
     that the day, not a range, picks the index: a bucket shorter than a day, or a day cut by
     ``since`` or ``until``, filters its day's entries by those bounds as it walks them.
     """
-    walking = filter_conditions(filters, "sqlite", walking=True)
+    walking = filter_conditions(filters, SQLITE, walking=True)
     size = timedelta(seconds=bucket_seconds)
     instant = SQLITE.unindexed(QUERY_METRICS.c.recorded_at)
 
