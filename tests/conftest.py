@@ -18,7 +18,7 @@ import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import sqlalchemy as sa
@@ -29,6 +29,9 @@ from contextstore.backends.sql.knowledge.builds import wait_for_builds
 from tests.harness import *  # noqa: F403  (the backend-parametrised fixtures)
 from tests.leftovers import SCHEMAS_LEFT, leftovers, note_new_keys, unique_name, user_schemas
 from tests.sql_schemas import postgres_migration_script  # noqa: F401  (a fixture)
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 pytest_plugins = ["tests.redis_cluster"]
 
@@ -352,3 +355,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.outcome = "failed"
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.longrepr = f"skipped in CI, where every service must be reachable: {reason}"
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """The in-memory span exporter of ``tests.tracing`` (the SDK installed on first use),
+    empty when the test starts and cleared after it."""
+    from tests.tracing import exporter
+
+    memory = exporter()
+    memory.clear()
+    yield memory
+    memory.clear()

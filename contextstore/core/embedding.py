@@ -23,6 +23,7 @@ L2-normalised; cosine similarity of two embeddings is their dot product.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 import threading
@@ -37,7 +38,7 @@ from numpy.typing import NDArray
 from contextstore.core.text import fold_arabic
 from contextstore.errors import ValidationError
 
-__all__ = ["DEFAULT_DIM", "Embedder", "HashingEmbedder", "normalize_text"]
+__all__ = ["DEFAULT_DIM", "Embedder", "HashingEmbedder", "embed_texts", "normalize_text"]
 
 DEFAULT_DIM = 256
 
@@ -75,6 +76,34 @@ _GRAM_WEIGHT = 0.5
 # Distinct words seen by one embedder; past this the cache is dropped and rebuilt, which
 # bounds memory in a long-lived process that sees unbounded vocabulary (user queries).
 _MAX_CACHED_WORDS = 200_000
+
+
+def embed_texts(
+    embed_fn: EmbedFn, texts: list[str], logger: logging.Logger
+) -> list[NDArray[np.float64] | None]:
+    """The raw float64 embedding of each text, ``None`` where the embedder failed on it.
+
+    Batched through ``embed_fn.embed_many`` when it has one and it returns one row a text;
+    otherwise (no ``embed_many``, it raised, or its shape is off) one call per text. Never
+    raises; a failed batch is logged on ``logger`` (the caller's), once. Rows are not
+    normalised and may differ in length: the caller decides which length wins.
+    """
+    raw: list[NDArray[np.float64] | None] = []
+    embed_many = getattr(embed_fn, "embed_many", None)
+    if texts and callable(embed_many):
+        try:
+            matrix = np.asarray(embed_many(texts), dtype=np.float64)
+            if matrix.ndim == 2 and matrix.shape[0] == len(texts):
+                raw = list(matrix)
+        except Exception:
+            logger.warning("embed_fn.embed_many failed; embedding one by one", exc_info=True)
+    if texts and not raw:
+        for text in texts:
+            try:
+                raw.append(np.asarray(embed_fn(text), dtype=np.float64).ravel())
+            except Exception:
+                raw.append(None)
+    return raw
 
 
 def normalize_text(text: str) -> str:

@@ -27,11 +27,9 @@ from contextstore.core.ranking import (
     Candidate,
     CorpusStatistics,
     RankingParameters,
-    average_length,
-    cosine,
-    idf,
-    saturation,
-    top_order,
+    keyword_scores,
+    similarities,
+    top_chunks,
 )
 
 __all__ = ["UnionMode", "bounded_scale", "rank_union", "similarities"]
@@ -45,39 +43,6 @@ def bounded_scale(values: NDArray[np.float64], low: float, high: float) -> NDArr
         result: NDArray[np.float64] = (values - low) / (high - low)
         return result
     return np.full_like(values, 1.0 if high > 0.0 else 0.0)
-
-
-def similarities(
-    candidates: Sequence[Candidate], query_vector: NDArray[np.float32]
-) -> NDArray[np.float64]:
-    """``max(0, cosine)`` of each candidate with the query (0 without a usable vector)."""
-    vectors = np.zeros((len(candidates), query_vector.shape[0]), dtype=np.float32)
-    for row, candidate in enumerate(candidates):
-        if candidate.vector is not None and candidate.vector.shape == query_vector.shape:
-            vectors[row] = candidate.vector
-    return cosine(vectors, query_vector)
-
-
-def _keyword(
-    ordered: Sequence[Candidate],
-    terms: Sequence[str],
-    statistics: CorpusStatistics,
-    parameters: RankingParameters,
-    weights: Mapping[str, int] | None,
-) -> NDArray[np.float64]:
-    avgdl = average_length(statistics.count, statistics.total_length)
-    lengths = np.fromiter((c.length for c in ordered), dtype=np.float64, count=len(ordered))
-    keyword = np.zeros(len(ordered), dtype=np.float64)
-    for term in terms:
-        frequency = statistics.frequencies.get(term, 0)
-        if frequency <= 0:
-            continue
-        tf = np.fromiter(
-            (c.counts.get(term, 0) for c in ordered), dtype=np.float64, count=len(ordered)
-        )
-        weight = (1 if weights is None else weights.get(term, 1)) * idf(statistics.count, frequency)
-        keyword += weight * saturation(tf, lengths, avgdl, parameters.k1, parameters.b)
-    return keyword
 
 
 def rank_union(
@@ -108,19 +73,10 @@ def rank_union(
     if mode == "vector":
         scores = similarity
     else:
-        keyword = _keyword(ordered, terms, statistics, parameters, weights)
+        keyword = keyword_scores(ordered, terms, statistics, parameters, weights)
         low = min(cosine_floor, float(similarity.min()))
         w = parameters.keyword_weight
         scores = w * bounded_scale(keyword, 0.0, float(keyword.max())) + (1.0 - w) * bounded_scale(
             similarity, low, float(similarity.max())
         )
-    order = top_order(scores, lambda i: (ordered[i].source, ordered[i].position), top_k)
-    return [
-        Chunk(
-            text=ordered[i].text,
-            source=ordered[i].source,
-            score=float(scores[i]),
-            metadata={**ordered[i].metadata, "passage": ordered[i].position},
-        )
-        for i in order
-    ]
+    return top_chunks(ordered, scores, top_k)

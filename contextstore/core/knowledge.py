@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from contextstore.core.analyzers import SIMPLE, Analyzer
-from contextstore.core.embedding import EmbedFn
+from contextstore.core.embedding import EmbedFn, embed_texts
 from contextstore.core.jsonl import Readable, jsonl_lines
 from contextstore.core.ranking import unit_rows
 from contextstore.core.retrieval import DEFAULT_PASSAGE_CHARS, split_passages
@@ -293,21 +293,7 @@ def embed_passages(embed_fn: EmbedFn, texts: list[str]) -> list[NDArray[np.float
     whose length differs from the most common one count as failures. Logs one warning per
     call when any text failed, never raises.
     """
-    raw: list[NDArray[np.float64] | None] = []
-    embed_many = getattr(embed_fn, "embed_many", None)
-    if texts and callable(embed_many):
-        try:
-            matrix = np.asarray(embed_many(texts), dtype=np.float64)
-            if matrix.ndim == 2 and matrix.shape[0] == len(texts):
-                raw = list(matrix)
-        except Exception:
-            logger.warning("embed_fn.embed_many failed; embedding one by one", exc_info=True)
-    if texts and not raw:
-        for text in texts:
-            try:
-                raw.append(np.asarray(embed_fn(text), dtype=np.float64).ravel())
-            except Exception:
-                raw.append(None)
+    raw = embed_texts(embed_fn, texts, logger)
     dims = Counter(v.shape[0] for v in raw if v is not None and v.shape[0] > 0)
     if not dims:
         if texts:

@@ -39,9 +39,12 @@ __all__ = [
     "cosine",
     "fuse",
     "idf",
+    "keyword_scores",
     "query_terms",
     "rank",
     "saturation",
+    "similarities",
+    "top_chunks",
     "top_order",
     "unit_rows",
     "unit_vector",
@@ -194,6 +197,60 @@ def top_order(
     return chosen[:top_k]
 
 
+def keyword_scores(
+    ordered: Sequence[Candidate],
+    terms: Sequence[str],
+    statistics: CorpusStatistics,
+    parameters: RankingParameters,
+    weights: Mapping[str, int] | None = None,
+) -> NDArray[np.float64]:
+    """The BM25 score of each candidate for ``terms``, in the order given.
+
+    A term no passage holds (frequency 0) adds nothing; ``weights`` multiply a term's idf
+    (1 when missing).
+    """
+    avgdl = average_length(statistics.count, statistics.total_length)
+    lengths = np.fromiter((c.length for c in ordered), dtype=np.float64, count=len(ordered))
+    keyword = np.zeros(len(ordered), dtype=np.float64)
+    for term in terms:
+        frequency = statistics.frequencies.get(term, 0)
+        if frequency <= 0:
+            continue
+        tf = np.fromiter(
+            (c.counts.get(term, 0) for c in ordered), dtype=np.float64, count=len(ordered)
+        )
+        weight = (1 if weights is None else weights.get(term, 1)) * idf(statistics.count, frequency)
+        keyword += weight * saturation(tf, lengths, avgdl, parameters.k1, parameters.b)
+    return keyword
+
+
+def similarities(
+    candidates: Sequence[Candidate], query_vector: NDArray[np.float32]
+) -> NDArray[np.float64]:
+    """``max(0, cosine)`` of each candidate with the query (0 without a usable vector)."""
+    vectors = np.zeros((len(candidates), query_vector.shape[0]), dtype=np.float32)
+    for row, candidate in enumerate(candidates):
+        if candidate.vector is not None and candidate.vector.shape == query_vector.shape:
+            vectors[row] = candidate.vector
+    return cosine(vectors, query_vector)
+
+
+def top_chunks(
+    ordered: Sequence[Candidate], scores: NDArray[np.float64], top_k: int
+) -> list[Chunk]:
+    """The ``top_order`` of ``scores`` as chunks: the candidate's metadata plus ``"passage"``."""
+    order = top_order(scores, lambda i: (ordered[i].source, ordered[i].position), top_k)
+    return [
+        Chunk(
+            text=ordered[i].text,
+            source=ordered[i].source,
+            score=float(scores[i]),
+            metadata={**ordered[i].metadata, "passage": ordered[i].position},
+        )
+        for i in order
+    ]
+
+
 def rank(
     candidates: Iterable[Candidate],
     terms: Sequence[str],
@@ -215,36 +272,12 @@ def rank(
     ordered = sorted(candidates, key=lambda c: (c.source, c.position))
     if not ordered or not terms or top_k <= 0:
         return []
-    avgdl = average_length(statistics.count, statistics.total_length)
-    lengths = np.fromiter((c.length for c in ordered), dtype=np.float64, count=len(ordered))
-    keyword = np.zeros(len(ordered), dtype=np.float64)
-    for term in terms:
-        frequency = statistics.frequencies.get(term, 0)
-        if frequency <= 0:
-            continue
-        tf = np.fromiter(
-            (c.counts.get(term, 0) for c in ordered), dtype=np.float64, count=len(ordered)
-        )
-        weight = (1 if weights is None else weights.get(term, 1)) * idf(statistics.count, frequency)
-        keyword += weight * saturation(tf, lengths, avgdl, parameters.k1, parameters.b)
+    keyword = keyword_scores(ordered, terms, statistics, parameters, weights)
     matched = [i for i in range(len(ordered)) if keyword[i] > 0.0]
     if not matched:
         return []
     kept = [ordered[i] for i in matched]
     scores = keyword[matched]
     if query_vector is not None:
-        vectors = np.zeros((len(kept), query_vector.shape[0]), dtype=np.float32)
-        for row, candidate in enumerate(kept):
-            if candidate.vector is not None and candidate.vector.shape == query_vector.shape:
-                vectors[row] = candidate.vector
-        scores = fuse(scores, cosine(vectors, query_vector), parameters.keyword_weight)
-    order = top_order(scores, lambda i: (kept[i].source, kept[i].position), top_k)
-    return [
-        Chunk(
-            text=kept[i].text,
-            source=kept[i].source,
-            score=float(scores[i]),
-            metadata={**kept[i].metadata, "passage": kept[i].position},
-        )
-        for i in order
-    ]
+        scores = fuse(scores, similarities(kept, query_vector), parameters.keyword_weight)
+    return top_chunks(kept, scores, top_k)

@@ -52,7 +52,7 @@ from numpy.typing import NDArray
 from contextstore.core.analysis import QueryAnalysis
 from contextstore.core.analyzers import Analyzer, analyzer_named
 from contextstore.core.compose import Chunk
-from contextstore.core.embedding import EmbedFn, HashingEmbedder
+from contextstore.core.embedding import EmbedFn, HashingEmbedder, embed_texts
 from contextstore.core.passage_index import (
     Index,
     Passage,
@@ -511,30 +511,15 @@ class InMemoryRetriever:
         embed_fn = self._embed_fn
         assert embed_fn is not None
         fresh = [p.text for p in passages[len(self._vectors) :]]
-        batch: list[NDArray[np.float64] | None] = []
-        embed_many = getattr(embed_fn, "embed_many", None)
-        if fresh and callable(embed_many):
-            try:
-                matrix = np.asarray(embed_many(fresh), dtype=np.float64)
-                if matrix.ndim == 2 and matrix.shape[0] == len(fresh):
-                    batch = list(matrix)
-            except Exception:
-                logger.warning("embed_fn.embed_many failed; embedding one by one", exc_info=True)
-        if fresh and not batch:
-            failures = 0
-            for text in fresh:
-                try:
-                    batch.append(np.asarray(embed_fn(text), dtype=np.float64).ravel())
-                except Exception:
-                    failures += 1
-                    batch.append(None)
-            if failures:
-                # One line per build, not per passage: a dead model would flood the log.
-                logger.warning(
-                    "embed_fn failed on %d of %d passages; they get no embedding score",
-                    failures,
-                    len(fresh),
-                )
+        batch = embed_texts(embed_fn, fresh, logger)
+        failures = sum(v is None for v in batch)
+        if failures:
+            # One line per build, not per passage: a dead model would flood the log.
+            logger.warning(
+                "embed_fn failed on %d of %d passages; they get no embedding score",
+                failures,
+                len(fresh),
+            )
         self._vectors.extend(batch)
 
         dims = Counter(v.shape[0] for v in self._vectors if v is not None)

@@ -29,7 +29,6 @@ from contextstore.config import DEFAULT_CONCURRENCY, ContextEngineConfig
 from contextstore.core.analysis import RuleBasedQueryAnalyzer
 from contextstore.core.compose import Chunk
 from contextstore.core.embedding import EmbedFn
-from contextstore.core.guard import ContextGuard
 from contextstore.core.lessons import AsyncLessonSource, LessonSource
 from contextstore.core.matching import Scope
 from contextstore.core.metrics import AsyncMetricsSink, MetricsSink
@@ -50,8 +49,8 @@ from contextstore.engine.pipeline import (
 )
 from contextstore.engine.ports import AsyncRunReads, AsyncRunState
 from contextstore.engine.separate import AsyncSeparateRunReads, AsyncSeparateRunState, resolved
-from contextstore.engine.sync import build_pipeline, check_worker
-from contextstore.engine.tracing import TracedPipeline, ended
+from contextstore.engine.sync import EngineBase, default_cache
+from contextstore.engine.tracing import ended
 from contextstore.errors import ConfigurationError, ValidationError
 
 __all__ = ["DEFAULT_CONCURRENCY", "AsyncContextEngine"]
@@ -89,7 +88,7 @@ def _async_windows(windows: AsyncWindows | Windows | None) -> AsyncWindows:
     )
 
 
-class AsyncContextEngine:
+class AsyncContextEngine(EngineBase):
     """``ContextEngine`` for an event loop: ``await engine.run(...)`` → ``ContextResult``.
 
     Same arguments and defaults as ``ContextEngine`` (an empty ``InMemoryRetriever``, a
@@ -134,9 +133,7 @@ class AsyncContextEngine:
             retriever if retriever is not None else InMemoryRetriever(embed_fn)
         )
         self.lessons = lessons
-        if cache is None and self.config.cache.enabled:
-            cache = MemoryContextCache(self.config.cache.max_size, self.config.cache.ttl_seconds)
-        self.cache = _async_cache(cache)
+        self.cache = _async_cache(default_cache(self.config, cache))
         self.windows = _async_windows(windows)
         self.metrics = metrics
         if state is None:
@@ -145,23 +142,18 @@ class AsyncContextEngine:
         if reads is None:
             reads = AsyncSeparateRunReads(lessons, self.retriever)
         self.reads: AsyncRunReads = reads
-        self.analyzer = analyzer or RuleBasedQueryAnalyzer(self.config.analyzer)
-        self.guard = ContextGuard(self.config, embed_fn)
-        self.worker = check_worker(worker)
         # The adaptive rules only (budget, sample, auto-tune); the windows are awaited here.
         memory = self.windows.windows if isinstance(self.windows, AsyncMemoryWindows) else None
         self._adaptive = AdaptiveLearningSystem(self.config, memory)
-        self.pipeline = build_pipeline(
-            self.config,
-            self.analyzer,
-            self.guard,
+        self._assemble(
             self._adaptive,
-            worker=self.worker,
+            analyzer=analyzer,
+            embed_fn=embed_fn,
+            worker=worker,
             caching=self.cache is not None,
             timer=timer,
             now=now,
         )
-        self._tracer = self.pipeline.tracer if isinstance(self.pipeline, TracedPipeline) else None
 
     @property
     def auto_tune_runs(self) -> int:

@@ -21,7 +21,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from contextstore.backends.cache import ContextCache
 from contextstore.backends.memory.cache import MemoryContextCache
@@ -52,6 +52,8 @@ from contextstore.engine.tracing import RunTracer, TracedPipeline
 from contextstore.errors import ValidationError
 
 __all__ = ["MAX_WORKER_LENGTH", "ContextEngine", "ContextResult", "default_worker_name"]
+
+CacheT = TypeVar("CacheT")
 
 # The width of query_metrics.worker.
 MAX_WORKER_LENGTH = 128
@@ -84,7 +86,49 @@ def check_worker(worker: str | None) -> str:
     return worker
 
 
-class ContextEngine:
+def default_cache(
+    config: ContextEngineConfig, cache: CacheT | None
+) -> CacheT | MemoryContextCache | None:
+    """``cache``, else a ``MemoryContextCache`` sized by ``config.cache`` when it is enabled."""
+    if cache is None and config.cache.enabled:
+        return MemoryContextCache(config.cache.max_size, config.cache.ttl_seconds)
+    return cache
+
+
+class EngineBase:
+    """What both engines build the same way from their arguments: the analyzer, the guard,
+    the worker's name and the pipeline (with its tracer when tracing is on)."""
+
+    config: ContextEngineConfig
+
+    def _assemble(
+        self,
+        adaptive: AdaptiveLearningSystem,
+        *,
+        analyzer: RuleBasedQueryAnalyzer | None,
+        embed_fn: EmbedFn | None,
+        worker: str | None,
+        caching: bool,
+        timer: Callable[[], float],
+        now: Callable[[], datetime],
+    ) -> None:
+        self.analyzer = analyzer or RuleBasedQueryAnalyzer(self.config.analyzer)
+        self.guard = ContextGuard(self.config, embed_fn)
+        self.worker = check_worker(worker)
+        self.pipeline = build_pipeline(
+            self.config,
+            self.analyzer,
+            self.guard,
+            adaptive,
+            worker=self.worker,
+            caching=caching,
+            timer=timer,
+            now=now,
+        )
+        self._tracer = self.pipeline.tracer if isinstance(self.pipeline, TracedPipeline) else None
+
+
+class ContextEngine(EngineBase):
     """Builds one agent's context per call; every collaborator is injectable.
 
     Defaults: an empty ``InMemoryRetriever``, a ``MemoryContextCache`` sized by
@@ -122,8 +166,7 @@ class ContextEngine:
             retriever if retriever is not None else InMemoryRetriever(embed_fn)
         )
         self.lessons = lessons
-        if cache is None and self.config.cache.enabled:
-            cache = MemoryContextCache(self.config.cache.max_size, self.config.cache.ttl_seconds)
+        cache = default_cache(self.config, cache)
         self.cache = cache
         self.adaptive = AdaptiveLearningSystem(self.config, windows)
         self.metrics = metrics
@@ -133,20 +176,15 @@ class ContextEngine:
         if reads is None:
             reads = SeparateRunReads(lessons, self.retriever)
         self.reads: RunReads = reads
-        self.analyzer = analyzer or RuleBasedQueryAnalyzer(self.config.analyzer)
-        self.guard = ContextGuard(self.config, embed_fn)
-        self.worker = check_worker(worker)
-        self.pipeline = build_pipeline(
-            self.config,
-            self.analyzer,
-            self.guard,
+        self._assemble(
             self.adaptive,
-            worker=self.worker,
+            analyzer=analyzer,
+            embed_fn=embed_fn,
+            worker=worker,
             caching=cache is not None,
             timer=timer,
             now=now,
         )
-        self._tracer = self.pipeline.tracer if isinstance(self.pipeline, TracedPipeline) else None
 
     def run(
         self,

@@ -26,11 +26,12 @@ from contextstore.core.embedding import EmbedFn
 from contextstore.core.lessons import AsyncLessonSource, LessonSource
 from contextstore.core.metrics import AsyncMetricsSink, MetricsSink
 from contextstore.core.retrieval import AsyncRetriever, Retriever
+from contextstore.store.sync import StoreBase, store_config
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-    from contextstore.backends.redis.client import AsyncRedisClient, FaultPolicy
+    from contextstore.backends.redis.client import AsyncRedisClient
     from contextstore.backends.sql.aio import (
         AsyncKnowledgeBase,
         AsyncLessonRepository,
@@ -72,7 +73,7 @@ def _sleep_on_the_loop(seconds: float) -> None:
     await_only(asyncio.sleep(seconds))
 
 
-class AsyncStore:
+class AsyncStore(StoreBase):
     """The shared state of one namespace, for an event loop: ``.lessons``, ``.knowledge``,
     ``.metrics``, ``.cache``, ``.windows`` and ``.engine(...)``.
 
@@ -80,7 +81,7 @@ class AsyncStore:
     store.aclose()``."""
 
     def __init__(self, config: ContextEngineConfig, *, lender: AsyncStore | None = None) -> None:
-        self.config = config
+        super().__init__(config)
         # A store made by ``for_namespace`` borrows its lender's connections and migration.
         self._lender = lender
         self._migrated = False
@@ -93,14 +94,6 @@ class AsyncStore:
         namespace. Closing it closes nothing; closing this store closes both."""
         lender = self._lender or self
         return AsyncStore(replace(self.config, namespace=namespace), lender=lender)
-
-    @property
-    def namespace(self) -> str:
-        return self.config.namespace
-
-    @property
-    def uses_redis(self) -> bool:
-        return self.config.redis_url is not None
 
     @cached_property
     def sql_engine(self) -> AsyncEngine:
@@ -156,17 +149,12 @@ class AsyncStore:
         retriever unless one is given."""
         from contextstore.backends.sql.aio import AsyncKnowledgeBase
 
-        retrieval = self.config.retrieval
-        # ``embeddings`` is the older spelling of ``embedder="hashing"``.
-        embedder = retrieval.embedder or ("hashing" if retrieval.embeddings else None)
         return AsyncKnowledgeBase(
             self.sql_engine,
             self.namespace,
             ready=self.ready,
-            analyzer=retrieval.analyzer,
-            embedder=embedder,
-            candidate_limit=retrieval.candidate_limit,
             pool=self.driver_pool,
+            **self.knowledge_options(),
         )
 
     @cached_property
@@ -198,13 +186,6 @@ class AsyncStore:
         from contextstore.backends.redis.client import async_client_from_url
 
         return async_client_from_url(self.config.redis_url)
-
-    @cached_property
-    def fault(self) -> FaultPolicy:
-        """One fault policy for the cache and the windows: one outage, one WARNING per interval."""
-        from contextstore.backends.redis.client import FaultPolicy
-
-        return FaultPolicy()
 
     @cached_property
     def cache(self) -> AsyncContextCache:
@@ -319,6 +300,4 @@ def connect_async(
 ) -> AsyncStore:
     """An ``AsyncStore`` wired from the arguments, else ``config``, else the environment,
     exactly as ``connect()`` reads them. Nothing connects until a part is first used."""
-    from contextstore.store.sync import store_config
-
     return AsyncStore(store_config(database_url, redis_url, namespace, config))

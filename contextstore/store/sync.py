@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from contextstore.backends.sql.run_reads import LessonsAndKnowledge
     from contextstore.engine.sync import ContextEngine
 
-__all__ = ["EngineParts", "Store", "connect", "store_config"]
+__all__ = ["EngineParts", "Store", "StoreBase", "connect", "store_config"]
 
 
 class EngineParts(TypedDict, total=False):
@@ -54,9 +54,16 @@ class EngineParts(TypedDict, total=False):
     now: Callable[[], datetime]
 
 
-class Store(Closeable):
-    """The shared state of one namespace: ``.lessons``, ``.knowledge``, ``.metrics``,
-    ``.cache``, ``.windows``."""
+class KnowledgeOptions(TypedDict):
+    """What a knowledge base takes from ``config.retrieval``, sync or async alike."""
+
+    analyzer: str | None
+    embedder: str | None
+    candidate_limit: int
+
+
+class StoreBase:
+    """What ``Store`` and ``AsyncStore`` read from their config the same way, without I/O."""
 
     def __init__(self, config: ContextEngineConfig) -> None:
         self.config = config
@@ -68,6 +75,29 @@ class Store(Closeable):
     @property
     def uses_redis(self) -> bool:
         return self.config.redis_url is not None
+
+    @cached_property
+    def fault(self) -> FaultPolicy:
+        """One fault policy for the cache and the windows: one outage, one WARNING per interval."""
+        from contextstore.backends.redis.client import FaultPolicy
+
+        return FaultPolicy()
+
+    def knowledge_options(self) -> KnowledgeOptions:
+        """The knowledge base's analyzer, embedder and candidate limit."""
+        retrieval = self.config.retrieval
+        # ``embeddings`` is the older spelling of ``embedder="hashing"``.
+        embedder = retrieval.embedder or ("hashing" if retrieval.embeddings else None)
+        return KnowledgeOptions(
+            analyzer=retrieval.analyzer,
+            embedder=embedder,
+            candidate_limit=retrieval.candidate_limit,
+        )
+
+
+class Store(StoreBase, Closeable):
+    """The shared state of one namespace: ``.lessons``, ``.knowledge``, ``.metrics``,
+    ``.cache``, ``.windows``."""
 
     @cached_property
     def sql_engine(self) -> sqlalchemy.Engine:
@@ -88,16 +118,7 @@ class Store(Closeable):
         """The namespace's documents in SQL; the engine's retriever unless one is given."""
         from contextstore.backends.sql.knowledge import KnowledgeBase
 
-        retrieval = self.config.retrieval
-        # ``embeddings`` is the older spelling of ``embedder="hashing"``.
-        embedder = retrieval.embedder or ("hashing" if retrieval.embeddings else None)
-        return KnowledgeBase(
-            self.sql_engine,
-            self.namespace,
-            analyzer=retrieval.analyzer,
-            embedder=embedder,
-            candidate_limit=retrieval.candidate_limit,
-        )
+        return KnowledgeBase(self.sql_engine, self.namespace, **self.knowledge_options())
 
     @cached_property
     def run_reads(self) -> LessonsAndKnowledge:
@@ -122,13 +143,6 @@ class Store(Closeable):
         from contextstore.backends.redis.client import client_from_url
 
         return client_from_url(self.config.redis_url)
-
-    @cached_property
-    def fault(self) -> FaultPolicy:
-        """One fault policy for the cache and the windows: one outage, one WARNING per interval."""
-        from contextstore.backends.redis.client import FaultPolicy
-
-        return FaultPolicy()
 
     @cached_property
     def cache(self) -> ContextCache:

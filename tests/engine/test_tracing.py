@@ -8,7 +8,6 @@ import asyncio
 import itertools
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,20 +28,12 @@ from contextstore.engine.tracing import PHASES, RUN_SPAN
 from contextstore.store.aio import connect_async
 from contextstore.store.sync import connect
 from tests.backends.redis import drop_namespace
-from tests.tracing import children, exporter, named
+from tests.tracing import children, named
 
 QUERY = "How do I fail over the Postgres replica safely?"
 MISS = list(PHASES)
 HIT = ["cache read", "lessons", "write"]
 TRACED = ContextEngineConfig(tracing=TracingConfig(enabled=True), namespace="traced")
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    memory = exporter()
-    memory.clear()
-    yield memory
-    memory.clear()
 
 
 def parts() -> dict[str, object]:

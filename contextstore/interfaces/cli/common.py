@@ -17,12 +17,13 @@ from contextlib import contextmanager
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import PurePath
-from typing import Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 import typer
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup, TyperOption
@@ -31,6 +32,9 @@ from contextstore.core.jsonl import escape_json_text
 from contextstore.errors import ContextStoreError, ValidationError
 from contextstore.interfaces.cli.visible import VisibleControls, visible
 from contextstore.interfaces.results import rfc3339
+
+if TYPE_CHECKING:
+    from contextstore.backends.sql.repository import ImportSummary
 
 console = Console()
 console_err = Console(stderr=True)
@@ -185,6 +189,32 @@ def _give_way(widths: list[int], giving: list[int], floor: int, excess: int) -> 
 def plural(count: int, word: str, many: str | None = None) -> str:
     """``1 lesson``, ``2 lessons``, ``1,200 runs``: the count and the word that agrees."""
     return f"{count:,} {word if count == 1 else (many or word + 's')}"
+
+
+def progress_bar(on: Console) -> Progress:
+    """A transient bar on ``on``: description, bar, ``done/total`` and the time taken."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=on,
+        transient=True,
+    )
+
+
+def print_record(title: str, record: dict[str, Any], as_json: bool) -> None:
+    """One record: a JSON object with ``--json``, else a one-row table, a column a key."""
+    if as_json:
+        print_json(record)
+        return
+    console.print(table(title, list(record), [list(record.values())]))
+
+
+def print_import_summary(summary: ImportSummary, title: str, as_json: bool) -> None:
+    """An import's counts (``added``, ``updated``, ``unchanged``), as ``print_record``."""
+    record = {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged}
+    print_record(title, record, as_json)
 
 
 def percent(fraction: float | None) -> str:

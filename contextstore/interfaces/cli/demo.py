@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -33,6 +32,7 @@ from contextstore.interfaces.cli.common import (
     fail,
     percent,
     print_json,
+    progress_bar,
     table,
 )
 from contextstore.interfaces.cli.options import (
@@ -110,7 +110,7 @@ def demo(
             f"searched with {escape(choice)} · {len(queries)} queries from 3 agent roles\n"
         )
         results: list[tuple[Scope, ContextResult]] = []
-        with _progress() as progress:
+        with progress_bar(console) as progress:
             task = progress.add_task("running queries", total=len(queries))
             for item in queries:
                 scope = Scope(entity_ids=item.entity_ids, tags=item.tags)
@@ -153,7 +153,7 @@ def demo_knowledge(store: Store) -> tuple[KnowledgeBase, str]:
 def _load_sample_corpus(knowledge: KnowledgeBase) -> ImportSummary:
     """The demo's documents in the knowledge base (unchanged documents are skipped), embedded
     with its embedder so the engine fuses cosine with BM25."""
-    with _progress() as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task("loading the sample corpus", total=None)
         summary = knowledge.import_jsonl(
             demo_corpus_lines(), progress=lambda n: progress.advance(task, n)
@@ -310,17 +310,6 @@ def _read_lessons_file(path: Path) -> InMemoryLessons:
         raise ValidationError("--lessons", f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise ValidationError("--lessons", f"{path} is not UTF-8 text") from exc
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
 
 
 def _show_result(

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from contextstore.backends.sql.knowledge import KnowledgeBase
 from contextstore.backends.sql.knowledge.reindex import stale_embeddings
@@ -31,7 +30,10 @@ from contextstore.interfaces.cli.common import (
     console_err,
     fail,
     plural,
+    print_import_summary,
     print_json,
+    print_record,
+    progress_bar,
     table,
 )
 from contextstore.interfaces.cli.options import (
@@ -69,17 +71,6 @@ def knowledge(
         yield store.knowledge
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console_err,
-        transient=True,
-    )
-
-
 _DOCUMENT_FIELDS = ["source", "metadata", "content_hash", "chunks", "created_at", "updated_at"]
 
 
@@ -108,16 +99,13 @@ def import_documents(
     """Import documents {"source", "text", "metadata"}; all or nothing, unchanged ones skipped."""
     with cli_errors(), jsonl_file(path) as lines:
         documents = parse_jsonl(lines)
-    with knowledge(database_url, namespace, embeddings) as base, _progress() as progress:
+    with (
+        knowledge(database_url, namespace, embeddings) as base,
+        progress_bar(console_err) as progress,
+    ):
         task = progress.add_task("importing", total=len(documents))
         summary = base.import_documents(documents, progress=lambda n: progress.advance(task, n))
-    if as_json:
-        print_json(
-            {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged}
-        )
-        return
-    rows: list[list[Any]] = [[summary.added, summary.updated, summary.unchanged]]
-    console.print(table(f"imported {path.name}", ["added", "updated", "unchanged"], rows))
+    print_import_summary(summary, f"imported {path.name}", as_json)
 
 
 @app.command("add")
@@ -333,7 +321,7 @@ def configure(
     Terms are analysed again for a new analyzer and vectors computed again for a new
     embedder; searches answer from the old index until the new one is complete.
     """
-    with knowledge(database_url, namespace) as base, _progress() as progress:
+    with knowledge(database_url, namespace) as base, progress_bar(console_err) as progress:
         task = progress.add_task("reindexing", total=None)
         summary = base.configure(
             analyzer,
@@ -342,10 +330,7 @@ def configure(
             total=lambda n: progress.update(task, total=n),
         )
     record = summary.as_dict()
-    if as_json:
-        print_json(record)
-        return
-    console.print(table("configure", list(record), [list(record.values())]))
+    print_record("configure", record, as_json)
 
 
 @app.command("settings")
@@ -364,10 +349,7 @@ def settings(
         "dimension": active.dimension,
         "version": active.version,
     }
-    if as_json:
-        print_json(record)
-        return
-    console.print(table("settings", list(record), [list(record.values())]))
+    print_record("settings", record, as_json)
 
 
 @app.command("reembed")
@@ -380,12 +362,9 @@ def reembed(
 
     With the namespace's embedder (``HashingEmbedder`` for a namespace never configured).
     """
-    with knowledge(database_url, namespace) as base, _progress() as progress:
+    with knowledge(database_url, namespace) as base, progress_bar(console_err) as progress:
         if base.settings().version == 0 and base.embed_fn is None:
             base = KnowledgeBase(base._engine, base.namespace, embedder="hashing")
         task = progress.add_task("embedding", total=stale_embeddings(base))
         done = base.reembed(progress=lambda n: progress.advance(task, n))
-    if as_json:
-        print_json({"reembedded": done, "embedder": base.embedder})
-        return
-    console.print(table("reembed", ["reembedded", "embedder"], [[done, base.embedder]]))
+    print_record("reembed", {"reembedded": done, "embedder": base.embedder}, as_json)

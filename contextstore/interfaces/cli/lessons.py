@@ -33,6 +33,7 @@ from contextstore.interfaces.cli.common import (
     console_err,
     fail,
     plural,
+    print_import_summary,
     print_json,
     table,
 )
@@ -461,13 +462,7 @@ def import_lessons(
     """Import lessons from JSON Lines; all or nothing, identical records are left alone."""
     with cli_errors(), jsonl_file(path) as lines, repository(database_url, actor) as lessons:
         summary = lessons.import_jsonl(lines)
-    if as_json:
-        print_json(
-            {"added": summary.added, "updated": summary.updated, "unchanged": summary.unchanged}
-        )
-    else:
-        rows: list[list[Any]] = [[summary.added, summary.updated, summary.unchanged]]
-        console.print(table(f"imported {path}", ["added", "updated", "unchanged"], rows))
+    print_import_summary(summary, f"imported {path}", as_json)
 
 
 @app.command("export")

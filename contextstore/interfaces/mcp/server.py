@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Annotated, Any, Final, Literal
 
 from mcp.server.mcpserver import Context, MCPServer, ResourceSecurity, UserMessage
@@ -90,12 +90,17 @@ LessonText = Annotated[str, Field(max_length=MAX_LESSON_TEXT_CHARS)]
 
 
 @contextmanager
-def tool_errors() -> Iterator[None]:
-    """The library's refusals as tool errors: the text names the field, the session lives."""
+def refusals_as(error: Callable[[str], Exception]) -> Iterator[None]:
+    """The library's refusals raised again as ``error`` with the same text."""
     try:
         yield
     except ContextStoreError as exc:
-        raise ToolError(str(exc)) from exc
+        raise error(str(exc)) from exc
+
+
+def tool_errors() -> AbstractContextManager[None]:
+    """The library's refusals as tool errors: the text names the field, the session lives."""
+    return refusals_as(ToolError)
 
 
 def build_server(access_for: AccessFor) -> MCPServer:
@@ -251,10 +256,8 @@ def build_server(access_for: AccessFor) -> MCPServer:
         "lesson://{entity_id}", mime_type="application/json", description="One lesson record"
     )
     async def lesson(entity_id: str, ctx: Context) -> str:
-        try:
+        with refusals_as(ResourceNotFoundError):
             found = await allowed(ctx, "lesson").lesson(entity_id)
-        except ContextStoreError as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
         return json.dumps(lesson_json(found), ensure_ascii=False)
 
     # A source is a name in the database, not a path: slashes and dots are its own.
@@ -265,10 +268,8 @@ def build_server(access_for: AccessFor) -> MCPServer:
         security=ResourceSecurity(exempt_params={"source"}),
     )
     async def document(source: str, ctx: Context) -> str:
-        try:
+        with refusals_as(ResourceNotFoundError):
             found = await allowed(ctx, "document").document(source)
-        except ContextStoreError as exc:
-            raise ResourceNotFoundError(str(exc)) from exc
         return json.dumps(document_json(found), ensure_ascii=False)
 
     @server.prompt()

@@ -55,6 +55,14 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+Responses = dict[int | str, dict[str, object]]
+
+
+def error_responses(*statuses: int) -> Responses:
+    """The OpenAPI ``responses`` of a route that may answer these statuses with an ``ErrorBody``."""
+    return {status: {"model": ErrorBody} for status in statuses}
+
+
 def error_response(
     status: int,
     kind: str,

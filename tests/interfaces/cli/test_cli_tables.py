@@ -27,6 +27,7 @@ from contextstore.interfaces.apikeys import add_key
 from contextstore.interfaces.cli import app
 from contextstore.interfaces.cli.common import table
 from tests.factories import make_metric
+from tests.interfaces.cli.namespaces import every_namespace
 
 LONG_ID = "fleet.ops.database.failover.procedures.primary-cluster.eu-west-1.0001"
 LONG_KEY = "id:fleet.ops.database.failover.procedures.primary-cluster"
@@ -85,16 +86,6 @@ def database(tmp_path: Path) -> Iterator[str]:
     KnowledgeBase(engine, clock=lambda: T0).add(LONG_TEXT, LONG_SOURCE, METADATA)
     engine.dispose()
     yield url
-
-
-def every_namespace(args: tuple[str, ...], env: dict[str, str] | None = None) -> list[str]:
-    """``args`` over every namespace, as these tests were written: a metrics command covers
-    its own namespace (``default``) unless it names one or is told ``--all-namespaces``."""
-    metrics = args[:2] in (("metrics", "report"), ("metrics", "prune"), ("lessons", "stats"))
-    named = {"--namespace", "--all-namespaces"} & set(args) or "CONTEXTSTORE_NAMESPACE" in (
-        env or {}
-    )
-    return [*args, "--all-namespaces"] if metrics and not named else list(args)
 
 
 def run(*args: str) -> str:

@@ -24,6 +24,7 @@ from contextstore.core.lessons import LessonRecord
 from contextstore.core.metrics import QueryMetric, RunTrace
 from contextstore.interfaces.cli import app
 from tests.factories import make_metric
+from tests.interfaces.cli.namespaces import every_namespace
 
 NOW = datetime.now(UTC)
 LONG_FORM = "Before failing over Postgres, confirm replica lag is under five seconds " * 3
@@ -101,16 +102,6 @@ def database(tmp_path: Path) -> Iterator[str]:
         )
     yield url
     engine.dispose()
-
-
-def every_namespace(args: tuple[str, ...], env: dict[str, str] | None = None) -> list[str]:
-    """``args`` over every namespace, as these tests were written: a metrics command covers
-    its own namespace (``default``) unless it names one or is told ``--all-namespaces``."""
-    metrics = args[:2] in (("metrics", "report"), ("metrics", "prune"), ("lessons", "stats"))
-    named = {"--namespace", "--all-namespaces"} & set(args) or "CONTEXTSTORE_NAMESPACE" in (
-        env or {}
-    )
-    return [*args, "--all-namespaces"] if metrics and not named else list(args)
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:

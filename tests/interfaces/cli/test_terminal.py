@@ -23,6 +23,7 @@ from contextstore.interfaces.cli import app
 from contextstore.interfaces.cli.visible import visible
 from tests.backends.sql.conftest import database_url, empty_database_url
 from tests.factories import make_metric
+from tests.interfaces.cli.namespaces import every_namespace
 
 __all__ = ["database_url", "empty_database_url"]  # fixtures, re-used from tests/backends/sql
 
@@ -66,16 +67,6 @@ def hostile(database_url: str, tmp_path: Path) -> tuple[str, Path]:
     keys = tmp_path / "keys.json"
     add_key(keys, "ops", "agent", label=HOSTILE)
     return database_url, keys
-
-
-def every_namespace(args: tuple[str, ...], env: dict[str, str] | None = None) -> list[str]:
-    """``args`` over every namespace, as these tests were written: a metrics command covers
-    its own namespace (``default``) unless it names one or is told ``--all-namespaces``."""
-    metrics = args[:2] in (("metrics", "report"), ("metrics", "prune"), ("lessons", "stats"))
-    named = {"--namespace", "--all-namespaces"} & set(args) or "CONTEXTSTORE_NAMESPACE" in (
-        env or {}
-    )
-    return [*args, "--all-namespaces"] if metrics and not named else list(args)
 
 
 def run(*args: str) -> Result:

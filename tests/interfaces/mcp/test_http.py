@@ -8,7 +8,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import httpx2
@@ -16,19 +15,20 @@ import jsonschema
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, TextContent
 
 from contextstore.interfaces.result_schemas import LESSON_SCHEMA, RUN_SCHEMA
-from tests.interfaces.service.conftest import BACKENDS, drop_schema, postgres_schema_url
+from tests.interfaces.mcp.calls import (
+    QUERY,
+    RUNBOOK,
+    check_bad_input_names_the_field,
+    structured,
+    tool_error,
+)
+from tests.interfaces.service.conftest import BACKENDS, running_server
 from tests.interfaces.service.server import Server
 
 pytestmark = pytest.mark.slow
 
-RUNBOOK = (
-    "To fail over the primary Postgres cluster, promote the replica with the least "
-    "replication lag, then point the service's connection string at it."
-)
-QUERY = "How do I fail over the primary Postgres cluster?"
 ADMIN_ONLY = "this tool needs an admin key; this key's role is agent"
 TOOLS = [
     "add_document",
@@ -46,22 +46,8 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server]:
     directory: Path = tmp_path_factory.mktemp(f"mcp-{request.param}")
-    if request.param == "sqlite":
-        instance = Server(directory, f"sqlite:///{directory / 'store.db'}")
-        instance.start()
+    with running_server(request, directory) as instance:
         yield instance
-        assert instance.stop() == 0, instance.log.read_text()
-        return
-    server_url: str = request.getfixturevalue("postgres_server_url")
-    schema, url = postgres_schema_url(server_url)
-    instance = Server(directory, url, request.getfixturevalue("redis_url"))
-    try:
-        instance.start()
-        yield instance
-        assert instance.stop() == 0, instance.log.read_text()
-    finally:
-        instance.stop()
-        drop_schema(server_url, schema)
 
 
 @pytest.fixture
@@ -83,19 +69,6 @@ async def connected(server: Server, key: str | None, mode: str = "legacy") -> As
     transport = streamable_http_client(f"{server.url}/mcp", http_client=http)
     async with http, Client(transport, mode=mode) as client:
         yield client
-
-
-def structured(result: CallToolResult) -> Any:
-    assert not result.is_error, result.content
-    assert isinstance(result.content[0], TextContent)
-    assert json.loads(result.content[0].text) == result.structured_content
-    return result.structured_content
-
-
-def tool_error(result: CallToolResult) -> str:
-    assert result.is_error
-    assert isinstance(result.content[0], TextContent)
-    return result.content[0].text
 
 
 def lesson_id(prefix: str) -> str:
@@ -198,19 +171,7 @@ async def test_bad_input_is_a_tool_error_and_the_session_lives(
     server: Server, namespace: str
 ) -> None:
     async with connected(server, server.key(namespace)) as client:
-        too_many = tool_error(
-            await client.call_tool("search_knowledge", {"query": "x", "top_k": 500})
-        )
-        assert "top_k\n  Input should be less than or equal to 50" in too_many
-        bad_filter = tool_error(
-            await client.call_tool("build_context", {"query": QUERY, "filters": {"": 1}})
-        )
-        assert bad_filter == (
-            "Error executing tool build_context: "
-            "filters: key '' must be a non-empty string without quotes"
-        )
-        data = structured(await client.call_tool("search_knowledge", {"query": "replica lag"}))
-        assert [chunk["source"] for chunk in data["chunks"]] == ["runbooks/failover.md"]
+        await check_bad_input_names_the_field(client)
 
 
 def refusal(error: BaseException) -> str:

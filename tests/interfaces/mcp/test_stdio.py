@@ -14,7 +14,6 @@ from typing import Any
 import jsonschema
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp_types import CallToolResult, TextContent
 from typer.testing import CliRunner
 
 from contextstore import LessonRecord, Scope, connect
@@ -27,14 +26,15 @@ from contextstore.interfaces.result_schemas import (
     SEARCH_SCHEMA,
 )
 from contextstore.interfaces.results import run_json
+from tests.interfaces.mcp.calls import (
+    QUERY,
+    RUNBOOK,
+    check_bad_input_names_the_field,
+    structured,
+    tool_error,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("clean_environment")]
-
-RUNBOOK = (
-    "To fail over the primary Postgres cluster, promote the replica with the least "
-    "replication lag, then point the service's connection string at it."
-)
-QUERY = "How do I fail over the primary Postgres cluster?"
 
 
 @pytest.fixture
@@ -70,20 +70,6 @@ async def serving(
     # starting on a loaded machine can take just to import.
     async with Client(server, mode="legacy") as connected:
         yield connected
-
-
-def structured(result: CallToolResult) -> Any:
-    assert not result.is_error, result.content
-    assert isinstance(result.content[0], TextContent)
-    # The text a model reads and the structured result are the same JSON.
-    assert json.loads(result.content[0].text) == result.structured_content
-    return result.structured_content
-
-
-def tool_error(result: CallToolResult) -> str:
-    assert result.is_error
-    assert isinstance(result.content[0], TextContent)
-    return result.content[0].text
 
 
 @pytest.mark.asyncio
@@ -179,20 +165,7 @@ async def test_search_add_get_delete_a_document(database_url: str) -> None:
 @pytest.mark.asyncio
 async def test_bad_input_is_a_tool_error_naming_the_field(database_url: str) -> None:
     async with serving(database_url) as client:
-        too_many = tool_error(
-            await client.call_tool("search_knowledge", {"query": "x", "top_k": 500})
-        )
-        assert "top_k\n  Input should be less than or equal to 50" in too_many
-        bad_filter = tool_error(
-            await client.call_tool("build_context", {"query": QUERY, "filters": {"": 1}})
-        )
-        assert bad_filter == (
-            "Error executing tool build_context: "
-            "filters: key '' must be a non-empty string without quotes"
-        )
-        # The session survives both: the next call answers.
-        data = structured(await client.call_tool("search_knowledge", {"query": "replica lag"}))
-        assert [chunk["source"] for chunk in data["chunks"]] == ["runbooks/failover.md"]
+        await check_bad_input_names_the_field(client)
 
 
 @pytest.mark.asyncio

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import redis
 import sqlalchemy as sa
 
+from contextstore.store.sync import Store, connect
 from tests.backends.sql.conftest import schema_url
 from tests.interfaces.service.server import Server
 from tests.leftovers import unique_name
@@ -43,13 +45,13 @@ def drop_schema(server_url: str, schema: str) -> None:
     admin.dispose()
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
-def server(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+@contextmanager
+def running_server(
+    request: pytest.FixtureRequest, directory: Path, env: dict[str, str] | None = None
 ) -> Iterator[Server]:
-    """A started server (one worker) on this backend; stopped at the session's end."""
-    directory: Path = tmp_path_factory.mktemp(f"serve-{request.param}")
-    env = {"CONTEXTSTORE_MAX_BODY_BYTES": str(BODY_LIMIT)}
+    """A started server on ``request.param``'s backend (``BACKENDS``); stopped (cleanly, or
+    the test fails) and its PostgreSQL schema dropped on the way out."""
+    env = env or {}
     if request.param == "sqlite":
         instance = Server(directory, f"sqlite:///{directory / 'store.db'}", env=env)
         instance.start()
@@ -67,6 +69,25 @@ def server(
     finally:
         instance.stop()
         drop_schema(server_url, schema)
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """A started server (one worker) on this backend; stopped at the session's end."""
+    directory: Path = tmp_path_factory.mktemp(f"serve-{request.param}")
+    env = {"CONTEXTSTORE_MAX_BODY_BYTES": str(BODY_LIMIT)}
+    with running_server(request, directory, env) as instance:
+        yield instance
+
+
+@pytest.fixture(scope="module")
+def store(server: Server) -> Iterator[Store]:
+    """The server's database, opened directly, to arrange rows and check what was written."""
+    opened = connect(database_url=server.database_url, redis_url="")
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

@@ -18,21 +18,13 @@ import sqlalchemy as sa
 
 from contextstore.backends.sql.models import QueryMetricRow
 from contextstore.core.matching import MatchOptions, Scope, explain
-from contextstore.store.sync import Store, connect
+from contextstore.store.sync import Store
 from tests.interfaces.service.server import Server
 from tests.interfaces.service.test_api import add_lesson, error, lesson_id
 
 pytestmark = pytest.mark.slow
 
 HEADER = "[Lessons — durable guidance distilled from prior work; matched {m}, showing {n}]"
-
-
-@pytest.fixture(scope="module")
-def store(server: Server) -> Iterator[Store]:
-    """The server's database, opened directly, to check what the server wrote."""
-    opened = connect(database_url=server.database_url, redis_url="")
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

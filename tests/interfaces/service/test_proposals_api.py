@@ -13,18 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-from contextstore.store.sync import Store, connect
+from contextstore.store.sync import Store
 from tests.interfaces.service.server import Server
 from tests.interfaces.service.test_api import error, lesson_id
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def store(server: Server) -> Iterator[Store]:
-    opened = connect(database_url=server.database_url, redis_url="")
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

@@ -4,13 +4,12 @@ runs it makes as its children; none of it when tracing is off."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from contextstore.config import ContextEngineConfig, TracingConfig
@@ -18,18 +17,10 @@ from contextstore.engine.tracing import PHASES, RUN_SPAN
 from contextstore.interfaces.apikeys import add_key
 from contextstore.interfaces.server import create_app
 from contextstore.interfaces.web.settings import ServiceSettings
-from tests.tracing import children, exporter, named
+from tests.tracing import children, named
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    memory = exporter()
-    memory.clear()
-    yield memory
-    memory.clear()
 
 
 @asynccontextmanager

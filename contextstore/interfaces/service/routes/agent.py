@@ -14,15 +14,13 @@ from contextstore.interfaces.results import MatchJson, RunJson, match_candidates
 from contextstore.interfaces.service import auth
 from contextstore.interfaces.service.body import body_spec, parse_body
 from contextstore.interfaces.service.direct import DirectRoute
-from contextstore.interfaces.service.errors import ErrorBody
+from contextstore.interfaces.service.errors import error_responses
 from contextstore.interfaces.service.models import MatchRequest, RunRequest, shape_response
 from contextstore.interfaces.web.backends import Backends
 
 router = APIRouter(prefix="/v1", tags=["agents"], route_class=DirectRoute)
 
-ERRORS: dict[int | str, dict[str, object]] = {
-    status: {"model": ErrorBody} for status in (400, 401, 403, 413, 422, 503)
-}
+ERRORS = error_responses(400, 401, 403, 413, 422, 503)
 
 
 def backends(request: Request) -> Backends:

@@ -19,15 +19,13 @@ from contextstore.interfaces.service import auth
 from contextstore.interfaces.service.auth import Admin
 from contextstore.interfaces.service.body import body_spec, parse_body
 from contextstore.interfaces.service.direct import DirectRoute
-from contextstore.interfaces.service.errors import ErrorBody
+from contextstore.interfaces.service.errors import error_responses
 from contextstore.interfaces.service.models import NewDocument, SearchRequest, json_response
 from contextstore.interfaces.service.routes.agent import backends
 
 router = APIRouter(prefix="/v1", tags=["knowledge"], route_class=DirectRoute)
 
-ERRORS: dict[int | str, dict[str, object]] = {
-    status: {"model": ErrorBody} for status in (400, 401, 403, 404, 413, 422, 503)
-}
+ERRORS = error_responses(400, 401, 403, 404, 413, 422, 503)
 Chunks = list[Chunk]
 Documents = list[Document]
 JSON_LINES = "application/x-ndjson"

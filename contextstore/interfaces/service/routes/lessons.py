@@ -31,7 +31,7 @@ from contextstore.interfaces.service import auth
 from contextstore.interfaces.service.auth import Admin, Caller, Owner
 from contextstore.interfaces.service.body import body_spec, parse_body
 from contextstore.interfaces.service.direct import DirectRoute
-from contextstore.interfaces.service.errors import ErrorBody
+from contextstore.interfaces.service.errors import error_responses
 from contextstore.interfaces.service.models import (
     LessonEdit,
     LessonQuery,
@@ -47,10 +47,8 @@ from contextstore.interfaces.service.routes.agent import backends
 
 router = APIRouter(prefix="/v1/lessons", tags=["lessons"], route_class=DirectRoute)
 
-ERRORS: dict[int | str, dict[str, object]] = {
-    status: {"model": ErrorBody} for status in (400, 401, 403, 404, 413, 422, 503)
-}
-PROPOSAL_ERRORS: dict[int | str, dict[str, object]] = {**ERRORS, 429: {"model": ErrorBody}}
+ERRORS = error_responses(400, 401, 403, 404, 413, 422, 503)
+PROPOSAL_ERRORS = error_responses(400, 401, 403, 404, 413, 422, 429, 503)
 Records = list[LessonRecord]
 
 

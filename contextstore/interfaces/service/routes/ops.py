@@ -19,7 +19,7 @@ from contextstore.interfaces.service import auth
 from contextstore.interfaces.service.auth import Caller
 from contextstore.interfaces.service.body import body_spec, parse_body
 from contextstore.interfaces.service.direct import DirectRoute
-from contextstore.interfaces.service.errors import ErrorBody
+from contextstore.interfaces.service.errors import ErrorBody, error_responses
 from contextstore.interfaces.service.models import (
     Health,
     PruneRequest,
@@ -33,9 +33,7 @@ from contextstore.interfaces.web.telemetry import CONTENT_TYPE
 
 router = APIRouter(tags=["operations"], route_class=DirectRoute)
 
-ERRORS: dict[int | str, dict[str, object]] = {
-    status: {"model": ErrorBody} for status in (401, 403, 422, 503)
-}
+ERRORS = error_responses(401, 403, 422, 503)
 
 
 @router.get("/healthz", response_model=Health, summary="The process is up (no key needed)")
@@ -108,7 +106,7 @@ async def metrics_report(
 @router.post(
     "/v1/metrics/prune",
     response_model=PruneResult,
-    responses={**ERRORS, 400: {"model": ErrorBody}},
+    responses=error_responses(400, 401, 403, 422, 503),
     openapi_extra=body_spec(PruneRequest),
     tags=["metrics"],
     summary="Delete the key's namespace's runs older than a number of seconds",

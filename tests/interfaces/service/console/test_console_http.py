@@ -35,14 +35,6 @@ PAGES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def store(server: Server) -> Iterator[Store]:
-    """The server's database, opened directly, to arrange rows and check what was written."""
-    opened = connect(database_url=server.database_url, redis_url="")
-    yield opened
-    opened.close()
-
-
 @pytest.fixture
 def admin_key(server: Server, fresh_namespace: str) -> str:
     return server.key(fresh_namespace, "admin")

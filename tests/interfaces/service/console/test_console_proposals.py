@@ -11,18 +11,11 @@ import httpx
 import pytest
 
 from contextstore.core.lessons import LessonRecord
-from contextstore.store.sync import Store, connect
+from contextstore.store.sync import Store
 from tests.interfaces.service.console.helpers import browser, csrf_of, signed_in
 from tests.interfaces.service.server import Server
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def store(server: Server) -> Iterator[Store]:
-    opened = connect(database_url=server.database_url, redis_url="")
-    yield opened
-    opened.close()
 
 
 @pytest.fixture
