@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -72,6 +73,9 @@ SPACE_CUT_RATIO: Final = 0.7
 
 _SEPARATOR_RUN = re.compile(r"[.\-_*]{5,}")
 _PAGE_MARKER = re.compile(r"(?:page|صفحة)\s*\d+(?:\s*(?:of|/|من)\s*\d+)?", re.IGNORECASE)
+# Both checks are pure functions of a chunk's text, and a fleet retrieves the same passages
+# over and over: remembering the last texts' answers saves about a tenth of a run's pure work.
+TEXT_CHECKS_CACHED: Final = 1024
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,6 +83,7 @@ _PAGE_MARKER = re.compile(r"(?:page|صفحة)\s*\d+(?:\s*(?:of|/|من)\s*\d+)?",
 # --------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=TEXT_CHECKS_CACHED)
 def is_noise(text: str) -> bool:
     """True for text no reader wants in a context.
 
@@ -102,6 +107,7 @@ def is_noise(text: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=TEXT_CHECKS_CACHED)
 def dedup_key(text: str) -> str:
     """MD5 hex (a digest, not security) of the lowercased, whitespace-collapsed text."""
     collapsed = " ".join(text.lower().split())
