@@ -7,9 +7,10 @@ parallel runs on one machine never see each other's data.
 
 A plain ``pytest`` is the quick loop: tests marked ``slow`` (processes, servers, browsers) are
 deselected and property tests draw a few examples each. ``CONTEXTSTORE_TEST_FULL=1`` (set by
-``.ci/run``) runs every test, property tests at full strength, spread over the machine's cores
-by pytest-xdist (``-n 0`` runs it in one process); ``-m`` chooses by hand, and a slow test
-named as ``path::test`` runs.
+``.ci/run``) runs every test, property tests at full strength. A run of the whole suite (no
+path named) is spread over the machine's cores by pytest-xdist (``-n 0`` runs it in one
+process); a run naming paths stays in one process, for readable tracebacks and ``--pdb``.
+``-m`` chooses by hand, and a slow test named as ``path::test`` runs.
 """
 
 from __future__ import annotations
@@ -89,12 +90,14 @@ BUILDS_LEFT: list[str] = []
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """A full run spreads its tests over the cores, unless ``-n`` says otherwise.
+    """A full run, and a quick run of the whole suite, spread their tests over the cores,
+    unless ``-n`` says otherwise; a quick run naming paths stays in one process.
 
     ``worksteal`` hands each worker half the tests in order (a module's tests, and so its
     module-scoped servers, mostly stay together) and lets an idle worker take from the other.
     """
-    if not FULL_RUN or not config.pluginmanager.hasplugin("xdist"):
+    whole_suite = config.args_source != pytest.Config.ArgsSource.ARGS
+    if not (FULL_RUN or whole_suite) or not config.pluginmanager.hasplugin("xdist"):
         return
     if hasattr(config, "workerinput") or config.getoption("numprocesses") is not None:
         return
@@ -124,6 +127,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         left_out = {id(item) for item in slow}
         items[:] = [item for item in items if id(item) not in left_out]
     config.stash[SLOW_NOT_RUN] = len(slow)
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # each worker collects the whole run: any one says it
+        workeroutput["slow_not_run"] = len(slow)
 
 
 class _NamedTests:
@@ -233,8 +239,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """A worker ended (pytest-xdist): keep what it found left behind."""
-    WORKERS_LEFT.extend(getattr(node, "workeroutput", {}).get("leftovers", []))
+    """A worker ended (pytest-xdist): keep what it found left behind, and how many slow
+    tests the quick loop left out."""
+    output = getattr(node, "workeroutput", {})
+    WORKERS_LEFT.extend(output.get("leftovers", []))
+    if "slow_not_run" in output:
+        node.config.stash[SLOW_NOT_RUN] = output["slow_not_run"]
 
 
 @pytest.fixture(scope="session")
