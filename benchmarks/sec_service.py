@@ -87,10 +87,15 @@ class Served:
         self.__exit__()
         raise RuntimeError(f"contextstore serve did not start: {self.log.read_text()[-2000:]}")
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, kind: object = None, error: BaseException | None = None, *_: object) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             self.process.wait(timeout=60)
+        if isinstance(error, Exception):  # what the server said goes with the client's error
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(
+                f"{error!r} while serving; the server's log ends:\n{tail}"
+            ) from error
 
 
 def _answers(url: str) -> bool:

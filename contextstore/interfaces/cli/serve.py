@@ -30,6 +30,10 @@ from contextstore.interfaces.cli.common import cli_errors, fail
 
 MAX_WORKERS = MAX_SERVICE_WORKERS
 WORKER_HEALTHCHECK_SECONDS = 60
+# An idle connection stays open longer than clients keep one for reuse (httpx 5 s, aiohttp
+# 15 s): at uvicorn's 5 s the server closed connections a pooled client was just reusing, and
+# requests under load failed with a reset (decision 0099).
+KEEP_ALIVE_SECONDS = 75
 
 logger = logging.getLogger("contextstore.interfaces.service")
 
@@ -151,6 +155,7 @@ def serve(
             access_log=False,
             server_header=False,
             timeout_graceful_shutdown=int(settings.request_timeout) + 5,
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
             **options,
         )
     finally:
