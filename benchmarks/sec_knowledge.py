@@ -245,8 +245,12 @@ def run(bench: Bench, dialect: str) -> list[Row]:
         if dialect == "postgresql":
             # Fresh planner statistics, as autovacuum would gather them after a bulk load. No
             # VACUUM: the search index keeps no pending list to merge (``fastupdate = off``).
+            # A checkpoint writes the load's dirty pages out first: otherwise each search's
+            # backend writes some of them back to free buffers (128 MB of shared_buffers hold
+            # less than 100k chunks), and the growth measured the load's aftermath.
             with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
                 connection.execute(sa.text("ANALYZE"))
+                connection.execute(sa.text("CHECKPOINT"))
         hand = hand_written(engine, "corpus", base.candidate_limit)
         base.wait_for_index()  # searches time the index, not the SQL ranking meanwhile
         # Every chunk a query matches (fewer than the candidate limit): the same at each size.
@@ -320,7 +324,15 @@ def run(bench: Bench, dialect: str) -> list[Row]:
             note="ratio: in-memory time / SQL time; the in-memory index is per process",
         )
     )
-    search_bytes, _ = _traced_bytes(lambda: [base.search(q, TOP_K) for q in queries()])
+
+    def searching() -> object:
+        # A process that opens the shared base builds its own local index (decision 0089):
+        # that index, kept while it searches, is what the process holds.
+        opened = KnowledgeBase(engine, "corpus")
+        opened.wait_for_index()
+        return opened, [opened.search(q, TOP_K) for q in queries()]
+
+    search_bytes, _ = _traced_bytes(searching)
     rows.append(
         Row(
             section,
@@ -329,7 +341,7 @@ def run(bench: Bench, dialect: str) -> list[Row]:
             "each process holding the corpus in an InMemoryRetriever",
             _size(memory_bytes),
             search_bytes / memory_bytes,
-            note="ours: the peak a process holds while searching the shared base",
+            note="ours: the peak while a process builds its local index and searches it",
         )
     )
     return rows
