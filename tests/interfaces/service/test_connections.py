@@ -60,9 +60,13 @@ def test_more_namespaces_open_no_more_connections(
         run_in(f"home-{uuid.uuid4().hex[:8]}")
         one_namespace = postgres_connections(server.process.pid)
         assert one_namespace > 0
-        for _ in range(NAMESPACES):
+        for _ in range(2 * NAMESPACES):
             run_in(f"tenant-{uuid.uuid4().hex[:8]}")
-        assert postgres_connections(server.process.pid) == one_namespace
+        # A store (and its pools) per namespace would add at least one connection each, 24
+        # here. The shared pool may hold a few more than one namespace needed: each new
+        # namespace's first search starts its local index's build beside the requests
+        # (decision 0098), and the pool keeps what that concurrency opened.
+        assert postgres_connections(server.process.pid) < one_namespace + NAMESPACES
     finally:
         server.stop()
         drop_schema(postgres_server_url, schema)
