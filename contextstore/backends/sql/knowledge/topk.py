@@ -55,15 +55,18 @@ def top_candidates(
     if k <= 0 or not postings:
         return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float64)
     filtered = masks[0] is not None or masks[1] is not None
-    # Every row the query names, as the index type that numpy's take and put are fastest with.
-    touched = np.concatenate([p[0] for p in postings]).astype(np.intp, copy=False)
+    # Each term's rows as the index type that numpy's take, put and add.at are fastest with.
+    lists = [(rows.astype(np.intp), impacts) for rows, impacts in postings]
+    touched = np.concatenate([rows for rows, _ in lists])
     try:
-        for rows, impacts in postings:
+        rows, impacts = lists[0]
+        scratch[rows] = impacts  # into zeros: 0.0 + x is x, the first term's adds as stores
+        for rows, impacts in lists[1:]:
             # A list names each row once, so add.at's sequential adds are fancy-index +='s.
             np.add.at(scratch, rows, impacts)
         floor = 0.0
         found = 0
-        for rows, _ in sorted(postings, key=lambda p: p[0].size):
+        for rows, _ in sorted(lists, key=lambda p: p[0].size):
             if found == FLOOR_LISTS:
                 break
             if rows.size < k:
