@@ -41,6 +41,7 @@ from tests.backends.sql.test_knowledge import (
     line,
     query_strategy,
 )
+from tests.backends.sql.test_knowledge_settings import english_corpus, english_queries
 
 pytestmark = ALL_DATABASES
 
@@ -86,6 +87,34 @@ def test_every_mode_agrees_with_in_memory_on_every_database(
                 expected = hits(memory.retrieve(query, None, 6, filters, mode=mode))
                 found = hits(base.search(query, 6, filters, mode=mode))
                 assert found == expected, (query, mode, filters)
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(corpus=english_corpus, queries=english_queries)
+def test_every_mode_agrees_with_in_memory_under_english_on_every_database(
+    engine: sa.Engine, corpus: dict[str, str], queries: list[str]
+) -> None:
+    """Stems, stop words and joined compounds included: hybrid and vector too, not only the
+    lexical ranking, give an ``english`` ``InMemoryRetriever``'s chunks, order and scores."""
+    base = kb(
+        engine,
+        analyzer="english",
+        embed_fn=PerTextEmbedder(),
+        max_passage_chars=40,
+        exact_vectors=True,
+    )
+    memory = InMemoryRetriever(PerTextEmbedder(), max_passage_chars=40, analyzer="english")
+    base.import_jsonl(line(source, text) for source, text in corpus.items())
+    for source, text in corpus.items():
+        memory.add(text, source)
+    for query in queries:
+        for mode in ("hybrid", "lexical", "vector"):
+            expected = hits(memory.retrieve(query, None, 6, mode=mode))
+            assert hits(base.search(query, 6, mode=mode)) == expected, (query, mode)
 
 
 def test_hybrid_finds_a_passage_sharing_no_word_with_the_query(engine: sa.Engine) -> None:
