@@ -25,8 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine.default import DefaultDialect
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import StaticPool
 from sqlalchemy.util import greenlet_spawn
 
 from contextstore.backends.sql.async_direct import DriverPool
@@ -99,12 +101,22 @@ def create_async_database_engine(url: str | sa.URL) -> AsyncEngine:
     """An ``AsyncEngine`` for a SQLite or PostgreSQL URL, configured as the sync one is,
     with a pool of ``POOL_SIZE`` connections (+ ``POOL_OVERFLOW``).
 
-    ``ConfigurationError`` (naming the URL, password hidden) as ``create_database_engine``.
-    Nothing connects here.
+    ``ConfigurationError`` (naming the URL, password hidden) as ``create_database_engine``,
+    and for a SQLite database in memory. Nothing connects here.
     """
     parsed = async_url(url)
     dialect_of(parsed.get_backend_name()).check_url(parsed)
     try:
+        dialect = parsed.get_dialect()
+        if issubclass(dialect, DefaultDialect) and dialect.get_pool_class(parsed) is StaticPool:
+            # SQLAlchemy's one connection for a database in memory, shared by every task,
+            # whose transactions would nest; and Alembic's engine, in a thread, would migrate
+            # a database of its own.
+            raise ConfigurationError(
+                f"database URL {_safe(parsed)!r} is a SQLite database in memory, which an "
+                "async store cannot share between its concurrent connections: use a file "
+                "(sqlite:///path/to/contextstore.db)"
+            )
         engine = create_async_engine(parsed, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW)
     except (ImportError, ArgumentError) as error:
         raise ConfigurationError(f"database URL {_safe(parsed)!r} is unusable: {error}") from error

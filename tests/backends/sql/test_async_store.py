@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from benchmarks.timing import run_queue_seconds
 from contextstore import AsyncContextEngine, AsyncStore, ContextResult, connect_async
 from contextstore.core.analysis import QueryAnalysis, RuleBasedQueryAnalyzer
-from contextstore.errors import ValidationError
+from contextstore.errors import ConfigurationError, ValidationError
 from contextstore.sample_data import (
     corpus_lines,
     load_demo_queries,
@@ -77,6 +77,18 @@ async def test_a_store_migrates_on_first_use_and_runs_with_sql_lessons(
     rows = metric_rows(empty_database_url, namespace)
     assert [(row.cache_hit, row.worker) for row in rows] == [(False, "async-w"), (True, "async-w")]
     assert rows[0].lessons_matched == first.lessons.matched_count
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite+aiosqlite://"])
+async def test_a_sqlite_database_in_memory_is_one_clear_error(url: str) -> None:
+    """Its one connection would be shared by concurrent tasks, and Alembic's engine would
+    migrate a database of its own: refused before anything connects, naming the way out."""
+    async with connect_async(url, "", "memory") as store:
+        with pytest.raises(ConfigurationError) as caught:
+            await store.knowledge.search("anything")
+    message = str(caught.value)
+    assert "database in memory" in message and "use a file (sqlite:///" in message
+    assert "\n" not in message
 
 
 async def test_bad_arguments_raise_before_anything_is_recorded(

@@ -23,6 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from contextstore.backends.sql.aio import AsyncKnowledgeBase, create_async_database_engine
+from contextstore.backends.sql.database import create_database_engine, migrate
 from contextstore.backends.sql.knowledge import KnowledgeBase
 from contextstore.backends.sql.knowledge import index as knowledge_index
 from contextstore.backends.sql.knowledge.builds import running_builds, wait_for_builds
@@ -339,3 +340,33 @@ def test_a_build_reading_the_namespace_does_not_keep_writers_waiting(engine: sa.
     local = base.local
     assert local is not None and local.builds == 1 and local.snapshot is None  # stale
     assert base.wait_for_index() and local.builds == 2
+
+
+def test_an_in_memory_sqlite_database_builds_its_index_in_the_callers_thread(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``sqlite://`` gives each thread a database of its own (SQLAlchemy's pool of one
+    connection per thread): a build in another thread would read an empty database."""
+    engine = create_database_engine("sqlite://")
+    try:
+        migrate(engine)
+        base = KnowledgeBase(engine, "memory", candidate_limit=1)
+        base.import_documents(inputs(DOCUMENTS))
+        with caplog.at_level(logging.WARNING):
+            assert len(base.search("the", 5)) == 1  # in SQL, then the build, in this thread
+            assert base.wait_for_index()
+            local = base.local
+            assert local is not None and local.snapshot is not None and local.builds == 1
+            memory = memory_of(DOCUMENTS)
+            for query, filters in [*QUERIES, ("the", None)]:
+                found = hits(base.search(query, 5, filters))
+                assert found == hits(memory.retrieve(query, None, 5, filters)), query
+            base.add(*ADDED)
+            base.search("receipt", 5)  # in SQL, then the rebuild, in this thread
+            assert local.builds == 2
+            found = hits(base.search("refund receipt", 5))
+            assert found == hits(memory_of([*DOCUMENTS, ADDED]).retrieve("refund receipt", None, 5))
+        assert running_builds() == []
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    finally:
+        engine.dispose()

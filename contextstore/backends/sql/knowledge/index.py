@@ -346,6 +346,9 @@ class LocalIndex:
         self._fetch = DirectStatement(engine, fetch_statement(self._strategy))
         self._reads = read_statements(self._strategy)
         self.state = BuildState(f"namespace {namespace!r}", clock=clock, retry_after=retry_after)
+        # A pool of one connection per thread (SQLAlchemy's for an in-memory SQLite database)
+        # gives another thread another, empty database: such an engine builds in the caller's.
+        self._in_caller = isinstance(engine.pool, sa.pool.SingletonThreadPool)
         self.builds = 0
         """Snapshots built (the CPU step, ``build``)."""
 
@@ -366,12 +369,16 @@ class LocalIndex:
     # -- the sync path --------------------------------------------------------------------
 
     def start_build(self, *, now: bool = False) -> bool:
-        """Build in the background unless a build is in flight or (unless ``now``) one failed
+        """Build in the background (in the caller's thread on an engine whose threads see
+        databases of their own) unless a build is in flight or (unless ``now``) one failed
         lately (``state.claim``); ``True`` if one was started. Never raises for the build: a
         failure is logged (``BuildState.release``) and the snapshot left as it was."""
         if not self.state.claim(now=now):
             return False
-        start_daemon(self._build_in_background, f"contextstore-index-{self._namespace}")
+        if self._in_caller:
+            self._build_in_background()
+        else:
+            start_daemon(self._build_in_background, f"contextstore-index-{self._namespace}")
         return True
 
     def _build_in_background(self) -> None:
