@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
@@ -40,36 +40,55 @@ def library(engine: sa.Engine) -> Callable[[Scope], MatchResult]:
     return run
 
 
+@dataclass
+class Size:
+    """One size's database, what is timed on it, and its times so far."""
+
+    lessons: int
+    engine: sa.Engine
+    scopes: list[Scope]
+    ours: Callable[[Scope], MatchResult]
+    hand: Callable[[Scope], MatchResult]
+    matched: float = 0.0
+    mismatches: int = 0
+    ours_ms: list[float] = field(default_factory=list)
+    hand_ms: list[float] = field(default_factory=list)
+
+
 def measure(bench: Bench, dialect: str, sized: list[tuple[int, sa.Engine]]) -> list[Figures]:
     """The figures of each (lessons, engine): every round times each size's scopes in turn,
     so that a growth ratio compares the same minutes of a shared machine."""
     label = LABELS[dialect]
-    prepared = []
-    for lessons, engine in sized:
-        ours, hand = library(engine), workload.hand_written(engine)
-        scopes = workload.scopes(lessons, bench.pick(10, 20))
-        bench.say(f"{label} {lessons:,} lessons: checking both give the same answer")
-        mismatches = sum(ours(scope) != hand(scope) for scope in scopes)  # doubles as a warm-up
-        matched = statistics.mean(hand(scope).matched_count for scope in scopes)
-        prepared.append((lessons, engine, ours, hand, scopes, matched, mismatches))
-    timed: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n, *_ in prepared}
+    sizes = [
+        Size(n, engine, workload.scopes(n, bench.pick(10, 20)), library(engine),
+             workload.hand_written(engine))
+        for n, engine in sized
+    ]  # fmt: skip
+    for size in sizes:
+        bench.say(f"{label} {size.lessons:,} lessons: checking both give the same answer")
+        # Doubles as a warm-up.
+        size.mismatches = sum(size.ours(scope) != size.hand(scope) for scope in size.scopes)
+        size.matched = statistics.mean(size.hand(scope).matched_count for scope in size.scopes)
     rounds = bench.pick(3, 5)
     for round_number in range(rounds):
         bench.say(f"{label} lessons: round {round_number + 1}/{rounds}")
-        for lessons, _, ours, hand, scopes, _, _ in prepared:
-            ours_ms, hand_ms = timed[lessons]
-            for index, scope in enumerate(scopes):
-                pair = [(ours, ours_ms), (hand, hand_ms)]
+        for size in sizes:
+            for index, scope in enumerate(size.scopes):
+                pair = [(size.ours, size.ours_ms), (size.hand, size.hand_ms)]
                 if (round_number + index) % 2:
                     pair.reverse()
                 for function, out in pair:
                     out.append(timed_call_ms(lambda f=function, s=scope: f(s)))  # type: ignore[misc]
     figures = []
-    for lessons, engine, _, _, scopes, matched, mismatches in prepared:
-        bench.say(f"{label} {lessons:,} lessons: full-scan baseline")
-        full = workload.full_scan(engine)
-        full_ms = [timed_call_ms(lambda s=scope, f=full: f(s)) for scope in scopes[:3]]  # type: ignore[misc]
-        figures.append(Figures(lessons, *timed[lessons], full_ms, matched, mismatches))
+    for size in sizes:
+        bench.say(f"{label} {size.lessons:,} lessons: full-scan baseline")
+        full = workload.full_scan(size.engine)
+        full_ms = [timed_call_ms(lambda s=scope, f=full: f(s)) for scope in size.scopes[:3]]  # type: ignore[misc]
+        figures.append(
+            Figures(
+                size.lessons, size.ours_ms, size.hand_ms, full_ms, size.matched, size.mismatches
+            )
+        )
     return figures
 
 

@@ -6,8 +6,9 @@ matches: a search costs time in proportion to the namespace, not to its matches.
 same additions land in a scratch array that is kept zeroed between searches, so only the
 rows the query's postings name are ever read or written:
 
-1. every posting is added into the scratch, term by term in query order (``np.add.at``), so
-   each row's score is the same float ``full_scores`` computes, bit for bit;
+1. every posting is added into the scratch, term by term in query order (the first term's
+   stored into the zeros, the others with ``np.add.at``), so each row's score is the same
+   float ``full_scores`` computes, bit for bit;
 2. a floor: the ``k``-th best allowed score among the rows of one term's postings (a term
    names a row once, so these are ``k`` distinct rows). The ``k``-th best allowed score of
    the whole query is at least that, so a row scoring below the floor cannot be returned,
