@@ -19,9 +19,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextstore.backends.sql.knowledge import KnowledgeBase
+from contextstore.backends.sql.knowledge.index import snapshot_from_rows
 from contextstore.core.compose import Chunk
 from contextstore.core.knowledge import DocumentInput
-from contextstore.core.ranking import Candidate, CorpusStatistics, RankingParameters, rank
+from contextstore.core.ranking import (
+    Candidate,
+    CorpusStatistics,
+    RankingParameters,
+    rank,
+    saturation,
+)
 from contextstore.core.retrieval import InMemoryRetriever
 
 STOPS = ["the", "of", "and", "to", "is", "in", "it"]
@@ -198,3 +205,29 @@ def test_a_namespace_larger_than_the_bound_is_searched_in_sql(engine: sa.Engine)
     assert not base.wait_for_index()
     assert len(base.search("common", 10)) == 2
     assert base.local.snapshot is None and base.local.builds == 0
+
+
+def test_a_build_consumes_its_rows_and_keeps_each_chunks_fields() -> None:
+    """``snapshot_from_rows`` reads each row once and empties both lists, so that the rows'
+    memory is free before the postings are sorted; every chunk keeps its id, document,
+    position and the length its saturations were computed with."""
+    chunks: list[Any] = [
+        (11, 7, 0, 3, '{"refund": 2, "the": 1}'),
+        (12, 9, 0, 1, {"receipt": 1}),
+        (15, 7, 1, 4, '{"the": 3, "receipt": 1}'),
+    ]
+    documents: list[Any] = [(9, "b.md", "{}"), (7, "a.md", '{"team": "ops"}')]
+    parameters = RankingParameters()
+    snapshot = snapshot_from_rows(4, 2, chunks, documents, parameters)
+    assert chunks == [] and documents == []
+    assert snapshot.chunk_ids.tolist() == [11, 12, 15]
+    assert [snapshot.sources[d] for d in snapshot.documents] == ["a.md", "b.md", "a.md"]
+    assert snapshot.positions.tolist() == [0, 0, 1]
+    assert snapshot.metadata[snapshot.documents[0]] == {"team": "ops"}
+    row = snapshot.vocabulary["the"]
+    start, end = int(snapshot.ptr[row]), int(snapshot.ptr[row + 1])
+    assert snapshot.docs[start:end].tolist() == [0, 2]
+    average = (3 + 1 + 4) / 3
+    k1, b = parameters.k1, parameters.b
+    wanted = saturation(np.array([1.0, 3.0]), np.array([3.0, 4.0]), average, k1, b)
+    assert snapshot.saturations[start:end].tolist() == wanted.tolist()

@@ -213,14 +213,15 @@ def _decoded(value: Any) -> Any:
 def snapshot_from_rows(
     generation: int,
     settings_version: int,
-    chunks: Sequence[Sequence[Any]],
-    documents: Sequence[Sequence[Any]],
+    chunks: list[Any],
+    documents: list[Any],
     parameters: RankingParameters,
 ) -> Snapshot:
     """Build the postings from ``read_statements``' rows (CPU only, no I/O).
 
-    The CSR matrix is built as ``InMemoryRetriever._build`` builds its own, so every
-    saturation is the same float.
+    The rows are consumed: both lists are emptied once read, so that their memory (more than
+    the finished index) is free before the postings are sorted. The CSR matrix is built as
+    ``InMemoryRetriever._build`` builds its own, so every saturation is the same float.
     """
     numbers: dict[int, int] = {}
     sources: list[str] = []
@@ -235,6 +236,7 @@ def snapshot_from_rows(
             readable = "", None
         sources.append(readable[0])
         metadata.append(readable[1])
+    documents.clear()
     n = len(chunks)
     # One chunk's term counts decoded at a time, straight into flat arrays: decoding them all
     # first held a dict per chunk at once, nine times the finished index at 100k chunks.
@@ -242,11 +244,20 @@ def snapshot_from_rows(
     number_of = vocabulary.setdefault
     term_numbers, frequencies = array("q"), array("d")
     per_chunk = np.empty(n, dtype=np.int64)
-    for index, row in enumerate(chunks):
-        counts = _decoded(row[4])
+    chunk_ids = np.empty(n, dtype=np.int64)
+    document_of = np.empty(n, dtype=np.int32)
+    positions = np.empty(n, dtype=np.int32)
+    lengths = np.empty(n, dtype=np.float64)
+    for index, (chunk_id, document_id, position, length, raw_counts) in enumerate(chunks):
+        counts = _decoded(raw_counts)
         per_chunk[index] = len(counts)
         term_numbers.extend([number_of(term, len(vocabulary)) for term in counts])
         frequencies.extend(counts.values())
+        chunk_ids[index] = chunk_id
+        document_of[index] = numbers[int(document_id)]
+        positions[index] = position
+        lengths[index] = length
+    chunks.clear()
     terms = np.frombuffer(term_numbers, dtype=np.int64)
     order = np.argsort(terms, kind="stable")
     docs = np.repeat(np.arange(n, dtype=np.int32), per_chunk)[order]
@@ -254,16 +265,14 @@ def snapshot_from_rows(
     df = np.bincount(terms, minlength=len(vocabulary))
     ptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(df, out=ptr[1:])
-    lengths = np.fromiter((row[3] for row in chunks), dtype=np.float64, count=n)
     avgdl = average_length(n, int(lengths.sum()))
-    document_of = np.fromiter((numbers[int(row[1])] for row in chunks), dtype=np.int32, count=n)
     hidden = np.fromiter((metadata[d] is None for d in document_of), dtype=bool, count=n)
     return Snapshot(
         generation=generation,
         settings_version=settings_version,
-        chunk_ids=np.fromiter((row[0] for row in chunks), dtype=np.int64, count=n),
+        chunk_ids=chunk_ids,
         documents=document_of,
-        positions=np.fromiter((row[2] for row in chunks), dtype=np.int32, count=n),
+        positions=positions,
         sources=tuple(sources),
         metadata=tuple(metadata),
         vocabulary=vocabulary,
@@ -462,7 +471,8 @@ class LocalIndex:
     def build(
         self, generation: int, version: int, chunks: list[Any], documents: list[Any]
     ) -> Snapshot:
-        """The snapshot of ``read``'s rows (CPU only); ``install`` makes it current."""
+        """The snapshot of ``read``'s rows (CPU only; the lists are emptied as they are read,
+        ``snapshot_from_rows``); ``install`` makes it current."""
         snapshot = snapshot_from_rows(generation, version, chunks, documents, self._parameters)
         self.builds += 1
         return snapshot
