@@ -259,10 +259,12 @@ def snapshot_from_rows(
         lengths[index] = length
     chunks.clear()
     terms = np.frombuffer(term_numbers, dtype=np.int64)
+    df = np.bincount(terms, minlength=len(vocabulary))
     order = np.argsort(terms, kind="stable")
+    del terms, term_numbers  # freed before the saturations' temporaries, as are the next
     docs = np.repeat(np.arange(n, dtype=np.int32), per_chunk)[order]
     tf = np.frombuffer(frequencies, dtype=np.float64)[order]
-    df = np.bincount(terms, minlength=len(vocabulary))
+    del order, frequencies
     ptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(df, out=ptr[1:])
     avgdl = average_length(n, int(lengths.sum()))
