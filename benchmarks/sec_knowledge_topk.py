@@ -108,6 +108,25 @@ def postgres_schema() -> Iterator[str]:
         admin.dispose()
 
 
+def settle(sqlite_urls: Sequence[str]) -> None:
+    """Write every import back before anything is timed: after a bulk import PostgreSQL's
+    server writes its buffers back for minutes, on the cores the searches need, so a
+    ``CHECKPOINT`` does it now; SQLite's write-ahead log is checkpointed too."""
+    admin = sa.create_engine(POSTGRES, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text("CHECKPOINT"))
+    except sa.exc.DBAPIError as error:
+        print(f"CHECKPOINT refused ({error.orig}): the searches may be timed during writeback")
+    finally:
+        admin.dispose()
+    for url in sqlite_urls:
+        engine = sa.create_engine(url)
+        with engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        engine.dispose()
+
+
 def hits(chunks: Sequence[Any]) -> list[tuple[str, int, float]]:
     return [(c.source, c.metadata["passage"], c.score) for c in chunks]
 
@@ -348,6 +367,7 @@ def run(sizes: Sequence[int], with_langgraph: bool) -> list[dict[str, Any]]:
     rows = []
     searches: dict[tuple[int, str], Callable[[str], object]] = {}
     documents_of: dict[int, list[DocumentInput]] = {}
+    sqlite_urls: list[str] = []
     with ExitStack() as stack:
         for size in sizes:
             chosen, _ = prose_documents(size)
@@ -359,16 +379,18 @@ def run(sizes: Sequence[int], with_langgraph: bool) -> list[dict[str, Any]]:
             searches[size, "memory"] = partial(memory.retrieve, analysis=None, top_k=TOP_K)
             folder = tempfile.mkdtemp(prefix="bench-topk-")
             stack.callback(shutil.rmtree, folder, ignore_errors=True)
+            sqlite_urls.append(f"sqlite:///{folder}/k.db")
             row["sqlite"], searches[size, "sqlite"] = prepare_database(
-                f"sqlite:///{folder}/k.db", documents, queries, memory, stack
+                sqlite_urls[-1], documents, queries, memory, stack
             )
             url = stack.enter_context(postgres_schema())
             row["postgresql"], searches[size, "postgresql"] = prepare_database(
                 url, documents, queries, memory, stack
             )
             rows.append(row)
-        # Every size's searches in the same minutes, after every import (a bulk import
-        # leaves PostgreSQL writing its buffers back for minutes).
+        # Every size's searches in the same minutes, after every import has been written
+        # back (a bulk import leaves PostgreSQL writing its buffers back for minutes).
+        settle(sqlite_urls)
         times = interleaved(searches, queries)
     # LangGraph's imports (minutes of embedding and HNSW inserts on a server of its own) come
     # after ours are timed, so that they do not load the machine between ours and their timing.

@@ -58,7 +58,7 @@ __all__ = ["MAX_LOCAL_CHUNKS", "LocalIndex", "Snapshot", "snapshot_from_rows"]
 MAX_LOCAL_CHUNKS: Final = 2_000_000
 """A namespace with more chunks than this is searched in SQL: its index would take more than
 about a gigabyte of the process (some 56 MB per 100,000 chunks of prose, see decision 0089),
-and its build four to seven times that while it runs (``benchmarks.sec_knowledge_topk``)."""
+and its build two to five times that while it runs (``benchmarks.sec_knowledge_topk``)."""
 # Filter masks kept per snapshot (one per distinct filter), least recently used dropped.
 MAX_CACHED_FILTERS: Final = 64
 # A search ranks again this many times when a text it was about to return proves unreadable
