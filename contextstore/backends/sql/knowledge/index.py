@@ -473,8 +473,8 @@ class LocalIndex:
     def build(
         self, generation: int, version: int, chunks: list[Any], documents: list[Any]
     ) -> Snapshot:
-        """The snapshot of ``read``'s rows (CPU only; the lists are emptied as they are read,
-        ``snapshot_from_rows``); ``install`` makes it current."""
+        """The snapshot of ``read``'s rows (CPU only; it empties both lists once it has read
+        them, ``snapshot_from_rows``); ``install`` makes it current."""
         snapshot = snapshot_from_rows(generation, version, chunks, documents, self._parameters)
         self.builds += 1
         return snapshot
