@@ -34,6 +34,7 @@ from contextstore.errors import ValidationError
 logger = logging.getLogger("contextstore.core.lessons")
 
 WARNING_INTERVAL_S: Final = 60.0
+MAX_TERM_COUNT: Final = 2**31 - 1
 
 
 class UnreadableRowError(ValueError):
@@ -93,6 +94,26 @@ def check_text(column: str, value: Any) -> Any:
         except UnicodeEncodeError as error:
             raise UnreadableRowError(column, printable(value), "is not valid UTF-8") from error
     return value
+
+
+def read_count(text: str) -> int:
+    """``check_count`` of a count fetched as its JSON text (``KnowledgeStrategy.term_count``)."""
+    if len(text) <= 10 and text.isascii() and text.isdigit() and 0 < int(text) <= MAX_TERM_COUNT:
+        return int(text)  # what the library writes, read without a JSON decoder
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise UnreadableRowError("term_counts", printable(text), "is not JSON") from error
+    return check_count(value)
+
+
+def check_count(value: Any) -> int:
+    """A chunk's count of one term as fetched (``term_counts``): a whole number from 1 to
+    ``MAX_TERM_COUNT``; JSON ``true`` reads as 1, as SQLite's ``json_extract`` gives it."""
+    if isinstance(value, int | float) and 1 <= value <= MAX_TERM_COUNT and value == int(value):
+        return int(value)
+    reason = f"is not a whole number from 1 to {MAX_TERM_COUNT:,}"
+    raise UnreadableRowError("term_counts", printable(str(value)), reason)
 
 
 def printable(value: str) -> str:

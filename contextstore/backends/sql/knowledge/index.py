@@ -20,12 +20,14 @@ index) and 0098 (its builds off the caller's thread) for the measurements behind
 Metadata filters keep the knowledge base's JSON semantics (``filter_conditions``): a number
 matches by value, a bool only a bool, a string only a string, ``None`` only a present null.
 A chunk whose document metadata or text cannot be read (typed by hand) is never returned,
-and still counts in the statistics, as in SQL.
+and still counts in the statistics, as in SQL; one whose count of a term cannot be read
+(``unreadable.check_count``) is not returned for queries of that term, as in SQL.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from array import array
@@ -48,7 +50,12 @@ from contextstore.backends.sql.knowledge.strategies import strategy_of
 from contextstore.backends.sql.knowledge.strategy import KnowledgeStrategy
 from contextstore.backends.sql.knowledge.tables import CHUNKS, DOCUMENTS, STATS
 from contextstore.backends.sql.knowledge.topk import Masks, top_candidates
-from contextstore.backends.sql.unreadable import UnreadableRowError, check_json, check_text
+from contextstore.backends.sql.unreadable import (
+    MAX_TERM_COUNT,
+    UnreadableRowError,
+    check_json,
+    check_text,
+)
 from contextstore.core.compose import Chunk
 from contextstore.core.knowledge import FilterValue
 from contextstore.core.ranking import RankingParameters, average_length, idf, saturation, top_order
@@ -99,6 +106,9 @@ class Snapshot:
     # Rows never returned: their document's metadata or their text cannot be read.
     hidden: NDArray[np.bool_]
     any_hidden: bool = False
+    # Per term number, the rows whose count of it cannot be read (typed by hand): never
+    # returned for a query of that term, as the SQL ranking skips them.
+    unreadable: Mapping[int, NDArray[np.int64]] = field(default_factory=dict)
     filters: OrderedDict[tuple[Any, ...], NDArray[np.bool_]] = field(default_factory=OrderedDict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Zeroed score arrays for ``knowledge.topk``; list.pop and list.append are atomic.
@@ -141,7 +151,7 @@ class Snapshot:
             return Ranked((), ())
         postings = self.impacts(terms, weights)
         scratch = self._scratch()
-        rows, scores = top_candidates(postings, scratch, top_k, self._masks(filters))
+        rows, scores = top_candidates(postings, scratch, top_k, self._masks(filters, terms))
         # top_candidates leaves the scratch zeroed; one it raised from is dropped, not reused.
         self._scratches.append(scratch)
         sources, documents, positions = self.sources, self.documents, self.positions
@@ -163,8 +173,8 @@ class Snapshot:
         except IndexError:
             return np.zeros(self.count, dtype=np.float64)
 
-    def _masks(self, filters: Filters) -> Masks:
-        hidden = self.hidden if self.any_hidden else None
+    def _masks(self, filters: Filters, terms: Sequence[str]) -> Masks:
+        hidden = self._hidden_for(terms)
         if not filters:
             return None, hidden
         key = tuple((k, tuple((_kind(v), v) for v in options)) for k, options in filters.items())
@@ -184,6 +194,18 @@ class Snapshot:
                 while len(self.filters) > MAX_CACHED_FILTERS:
                     self.filters.popitem(last=False)
         return mask, hidden
+
+    def _hidden_for(self, terms: Sequence[str]) -> NDArray[np.bool_] | None:
+        hidden = self.hidden if self.any_hidden else None
+        if not self.unreadable:
+            return hidden
+        numbers = (self.vocabulary.get(term) for term in terms)
+        skipped = [self.unreadable[n] for n in numbers if n is not None and n in self.unreadable]
+        if not skipped:
+            return hidden
+        hidden = np.zeros(self.count, dtype=bool) if hidden is None else hidden.copy()
+        hidden[np.concatenate(skipped)] = True
+        return hidden
 
 
 def _kind(value: FilterValue) -> str:
@@ -249,16 +271,21 @@ def snapshot_from_rows(
     positions = np.empty(n, dtype=np.int32)
     lengths = np.empty(n, dtype=np.float64)
     for index, (chunk_id, document_id, position, length, raw_counts) in enumerate(chunks):
-        counts = _decoded(raw_counts)
+        try:
+            counts = _decoded(raw_counts)
+            values = array("d", counts.values())
+        except (AttributeError, TypeError, OverflowError, ValueError, RecursionError):
+            counts, values = _typed_by_hand(raw_counts)
         per_chunk[index] = len(counts)
         term_numbers.extend([number_of(term, len(vocabulary)) for term in counts])
-        frequencies.extend(counts.values())
+        frequencies.extend(values)
         chunk_ids[index] = chunk_id
         document_of[index] = numbers[int(document_id)]
         positions[index] = position
         lengths[index] = length
     chunks.clear()
     terms = np.frombuffer(term_numbers, dtype=np.int64)
+    unreadable = _unreadable_counts(terms, np.frombuffer(frequencies, dtype=np.float64), per_chunk)
     df = np.bincount(terms, minlength=len(vocabulary))
     order = np.argsort(terms, kind="stable")
     del terms, term_numbers  # freed before the saturations' temporaries, as are the next
@@ -283,7 +310,46 @@ def snapshot_from_rows(
         saturations=saturation(tf, lengths[docs], avgdl, parameters.k1, parameters.b),
         hidden=hidden,
         any_hidden=bool(hidden.any()),
+        unreadable=unreadable,
     )
+
+
+def _typed_by_hand(raw: Any) -> tuple[list[str], array[float]]:
+    """A ``term_counts`` that is not an object of numbers: its terms as the database's
+    triggers counted them (an array's items are named 0, 1, …), NaN for each count that is
+    not a number (``_unreadable_counts`` then marks it); none if Python cannot decode it."""
+    try:
+        # Integers as floats: one of more digits than Python converts to int becomes inf.
+        counts = json.loads(raw, parse_int=float) if isinstance(raw, str | bytes) else raw
+    except (ValueError, RecursionError):
+        return [], array("d")
+    if isinstance(counts, dict):
+        return list(counts), array("d", (_number(value) for value in counts.values()))
+    if isinstance(counts, list):
+        return [str(i) for i in range(len(counts))], array("d", [math.nan] * len(counts))
+    return [], array("d")
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value) if isinstance(value, int | float) else math.nan
+    except OverflowError:
+        return math.nan
+
+
+def _unreadable_counts(
+    terms: NDArray[np.int64], frequencies: NDArray[np.float64], per_chunk: NDArray[np.int64]
+) -> dict[int, NDArray[np.int64]]:
+    """Per term number, the rows whose count of it is not what ``unreadable.check_count``
+    reads; each such count becomes 1 in ``frequencies``, a stand-in never returned."""
+    readable = (frequencies >= 1.0) & (frequencies <= MAX_TERM_COUNT)
+    readable &= frequencies == np.floor(frequencies)
+    if readable.all():
+        return {}
+    where = np.flatnonzero(~readable)
+    frequencies[where] = 1.0
+    rows = np.searchsorted(np.cumsum(per_chunk), where, side="right")
+    return {int(t): np.unique(rows[terms[where] == t]) for t in np.unique(terms[where])}
 
 
 def read_statements(

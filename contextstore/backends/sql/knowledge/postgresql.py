@@ -56,7 +56,10 @@ class PostgreSQLKnowledge(KnowledgeStrategy):
     chunks_per_statement = 10_000
 
     def fetched_json(self, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
-        return column  # psycopg decodes JSONB, which holds valid JSON only
+        # As text: JSONB holds valid JSON only, but not all of it decodes in Python (a number
+        # of more than 4,300 digits, nesting deeper than the recursion limit), and psycopg's
+        # decoding would fail the statement.
+        return sa.cast(column, sa.Text())
 
     def json_key(self, key: str) -> str:
         return key
@@ -71,8 +74,10 @@ class PostgreSQLKnowledge(KnowledgeStrategy):
         return DOCUMENTS.c["metadata"].op("->")(key) == value
 
     def term_count(self, i: int) -> sa.ColumnElement[Any]:
-        text = CHUNKS.c.term_counts.op("->>")(sa.bindparam(f"t{i}", type_=sa.Text()))
-        return sa.cast(text, sa.Integer())
+        # The JSON text, not a cast to integer: a count typed by hand that is no integer
+        # would fail the whole statement, where the reader skips only its chunk.
+        key = sa.bindparam(f"t{i}", type_=sa.Text())
+        return sa.cast(CHUNKS.c.term_counts.op("->", return_type=postgresql.JSONB)(key), sa.Text())
 
     def match(self, terms: Sequence[str]) -> str:
         # Index terms are letters and digits only (contextstore.core.tokens.index_term): quoting
@@ -98,7 +103,7 @@ class PostgreSQLKnowledge(KnowledgeStrategy):
                 CHUNKS.c.text,
                 CHUNKS.c.length,
                 document.c.source,
-                document.c["metadata"],
+                self.fetched_json(document.c["metadata"]),
                 *columns,
             )
             .select_from(CHUNKS.join(document, sa.true()))

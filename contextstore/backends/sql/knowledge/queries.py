@@ -44,9 +44,11 @@ from contextstore.backends.sql.knowledge.tables import CHUNKS, DOCUMENTS, STATS,
 from contextstore.backends.sql.unreadable import (
     DOCUMENT_WARNINGS,
     UnreadableRowError,
+    check_count,
     check_json,
     check_text,
     printable,
+    read_count,
 )
 from contextstore.core.compose import Chunk
 from contextstore.core.ranking import Candidate, CorpusStatistics, RankingParameters, rank
@@ -65,6 +67,7 @@ __all__ = [
     "lock_namespace_statement",
     "plan_search",
     "read_metadata",
+    "read_term_counts",
     "search_statement",
     "search_template",
     "search_values",
@@ -313,8 +316,10 @@ class SearchPlan:
     def _candidate(self, row: Sequence[Any]) -> Candidate:
         position, text, length, source, metadata = row[:5]
         width = len(self.terms)
+        # A count typed by hand that cannot be read skips the chunk for queries of its term,
+        # as the local index does (``index.snapshot_from_rows``).
         counts = {
-            term: int(count)
+            term: read_count(count)
             for term, count in zip(self.terms, row[5 : 5 + width], strict=True)
             if count is not None
         }
@@ -341,13 +346,23 @@ def read_metadata(value: Any) -> dict[str, Any]:
 
     ``UnreadableRowError`` when it is not a JSON object (typed by hand in SQL).
     """
+    return _json_object("metadata", value)
+
+
+def read_term_counts(value: Any) -> dict[str, int]:
+    """A chunk's ``term_counts`` as fetched, each count checked (``check_count``)."""
+    counts = _json_object("term_counts", value)
+    return {str(term): check_count(count) for term, count in counts.items()}
+
+
+def _json_object(column: str, value: Any) -> dict[str, Any]:
     if isinstance(value, str | bytes):
         try:
             value = json.loads(value)
         except (ValueError, RecursionError) as error:
-            raise UnreadableRowError("metadata", printable(str(value)), "is not JSON") from error
+            raise UnreadableRowError(column, printable(str(value)), "is not JSON") from error
     if not isinstance(value, dict):
-        raise UnreadableRowError("metadata", str(value), "is not a JSON object")
+        raise UnreadableRowError(column, printable(str(value)), "is not a JSON object")
     return value
 
 

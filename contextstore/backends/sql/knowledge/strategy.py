@@ -68,7 +68,8 @@ class KnowledgeStrategy(ABC):
 
     @abstractmethod
     def term_count(self, i: int) -> sa.ColumnElement[Any]:
-        """How often term ``t{i}`` occurs in the chunk (null for none)."""
+        """How often term ``t{i}`` occurs in the chunk, as the JSON text of the value
+        stored (null for none): the reader checks it (``unreadable.read_count``)."""
 
     # -- the full-text search ------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from contextstore.backends.sql.knowledge.filters import (
     filter_parameters,
     filter_shape,
 )
-from contextstore.backends.sql.knowledge.queries import SearchPlan, read_metadata
+from contextstore.backends.sql.knowledge.queries import SearchPlan, read_metadata, read_term_counts
 from contextstore.backends.sql.knowledge.strategies import strategy_of
 from contextstore.backends.sql.knowledge.strategy import (
     EXACT_SCAN,
@@ -260,7 +260,6 @@ def _chunks_by_id(
 
 def _candidate(row: Sequence[Any], query: VectorQuery) -> Candidate:
     _, position, text, length, source, metadata, counts, embedding, embedder, dimension = row
-    term_counts = read_metadata(counts)  # a JSON object either way
     vector = None
     # A chunk embedded by another embedder (or none) has cosine 0, as in lexical ranking.
     if embedding is not None and embedder == query.embedder and dimension == query.unit.size:
@@ -270,7 +269,7 @@ def _candidate(row: Sequence[Any], query: VectorQuery) -> Candidate:
         source=check_text("source", source),
         position=int(position),
         length=int(length),
-        counts={str(t): int(c) for t, c in term_counts.items()},
+        counts=read_term_counts(counts),
         metadata=check_json("metadata", read_metadata(metadata)),
         vector=vector,
     )
