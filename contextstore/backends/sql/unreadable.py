@@ -103,7 +103,8 @@ def read_count(text: str) -> int:
     try:
         value = json.loads(text)
     except (ValueError, RecursionError) as error:
-        raise UnreadableRowError("term_counts", printable(text), "is not JSON") from error
+        shown = shortened(printable(text))
+        raise UnreadableRowError("term_counts", shown, "is not JSON") from error
     return check_count(value)
 
 
@@ -113,7 +114,7 @@ def check_count(value: Any) -> int:
     if isinstance(value, int | float) and 1 <= value <= MAX_TERM_COUNT and value == int(value):
         return int(value)
     reason = f"is not a whole number from 1 to {MAX_TERM_COUNT:,}"
-    raise UnreadableRowError("term_counts", printable(str(value)), reason)
+    raise UnreadableRowError("term_counts", shortened(printable(str(value))), reason)
 
 
 def printable(value: str) -> str:

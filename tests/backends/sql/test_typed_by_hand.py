@@ -142,8 +142,9 @@ def ranked(chunks: list[Chunk]) -> list[tuple[str, float]]:
 
 @pytest.mark.parametrize("count", list(COUNTS), ids=lambda count: count[:12])
 def test_a_term_count_typed_by_hand_is_skipped_alike_by_sql_and_the_index(
-    database_url: str, count: str
+    database_url: str, count: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="contextstore.core.knowledge")
     engine = create_database_engine(database_url)
     base = KnowledgeBase(engine, "docs")
     for source, text in PASSAGES.items():
@@ -157,6 +158,10 @@ def test_a_term_count_typed_by_hand_is_skipped_alike_by_sql_and_the_index(
         answer = ranked(in_sql.search(query, top_k=10))
         assert [source for source, _ in answer] == sources
         assert ranked(in_index.search(query, top_k=10)) == answer
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == (0 if COUNTS[count] is WITH_C or count == "true" else 1)
+    # one line naming the document and the column, the value cut short
+    assert all("'c.md' skipped: term_counts" in m and len(m) < 400 for m in warned)
     engine.dispose()
 
 

@@ -49,6 +49,7 @@ from contextstore.backends.sql.unreadable import (
     check_text,
     printable,
     read_count,
+    shortened,
 )
 from contextstore.core.compose import Chunk
 from contextstore.core.ranking import Candidate, CorpusStatistics, RankingParameters, rank
@@ -360,9 +361,10 @@ def _json_object(column: str, value: Any) -> dict[str, Any]:
         try:
             value = json.loads(value)
         except (ValueError, RecursionError) as error:
-            raise UnreadableRowError(column, printable(str(value)), "is not JSON") from error
+            shown = shortened(printable(str(value)))
+            raise UnreadableRowError(column, shown, "is not JSON") from error
     if not isinstance(value, dict):
-        raise UnreadableRowError(column, printable(str(value)), "is not a JSON object")
+        raise UnreadableRowError(column, shortened(printable(str(value))), "is not a JSON object")
     return value
 
 

@@ -58,8 +58,8 @@ class SQLiteKnowledge(KnowledgeStrategy):
 
     def term_count(self, i: int) -> sa.ColumnElement[Any]:
         path = sa.bindparam(f"t{i}", type_=sa.Text())
-        # The JSON text, as PostgreSQL gives it (json_extract would read a JSON null as a
-        # missing term); the one function that gives it is too recent (SQLite 3.38's ->).
+        # The JSON text, as PostgreSQL gives it: json_extract alone reads a JSON null as a
+        # missing term (SQLite 3.38's -> gives the text directly, but not every system has it).
         present = sa.func.json_type(CHUNKS.c.term_counts, path).is_not(None)
         value = sa.func.json_quote(sa.func.json_extract(CHUNKS.c.term_counts, path))
         return sa.case((present, value), else_=sa.null())
