@@ -98,8 +98,8 @@ def check_text(column: str, value: Any) -> Any:
 
 def read_count(text: str) -> int:
     """``check_count`` of a count fetched as its JSON text (``KnowledgeStrategy.term_count``)."""
-    if len(text) <= 10 and text.isascii() and text.isdigit() and 0 < int(text) <= MAX_TERM_COUNT:
-        return int(text)  # what the library writes, read without a JSON decoder
+    if len(text) <= 10 and text.isascii() and text.isdigit():
+        return check_count(int(text))  # what the library writes, read without a JSON decoder
     try:
         value = json.loads(text)
     except (ValueError, RecursionError) as error:
